@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# install-emulators.sh installs the Kinesis emulators the tests run against
+# (kinesis-local 0.6.2 and kinesalite 3.3.3, pinned in
+# scripts/emulators/package-lock.json) into .cache/emulators, which git
+# ignores. It needs Node 20 and npm, and the npm registry as its only network.
+#
+# It is idempotent: when the installed tree matches the committed lock file it
+# returns at once. The Go helper internal/emulator finds the tree there (or in
+# $TIDEMARK_EMULATOR_DIR, which this script honours too) and starts the
+# emulators itself; to run one by hand:
+#
+#   cd .cache/emulators
+#   node -r ../../internal/emulator/bind-localhost.js node_modules/kinesalite/cli.js --port 4567 --shardLimit 1000
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+src="$root/scripts/emulators"
+dest="${TIDEMARK_EMULATOR_DIR:-$root/.cache/emulators}"
+stamp="$dest/.installed"
+
+for tool in node npm; do
+	if ! command -v "$tool" >/dev/null 2>&1; then
+		echo "install-emulators: $tool not found on PATH (Node 20 with npm is required)" >&2
+		exit 1
+	fi
+done
+
+# The stamp names the lock file's content and the Node version, so a changed
+# pin or a different Node reinstalls.
+want="$(sha256sum "$src/package-lock.json" | cut -d' ' -f1) node-$(node --version)"
+
+installed() {
+	[[ -f "$stamp" && "$(cat "$stamp")" == "$want" &&
+		-f "$dest/node_modules/kinesis-local/main.js" &&
+		-f "$dest/node_modules/kinesalite/cli.js" ]]
+}
+
+if installed; then
+	echo "install-emulators: up to date in $dest"
+	exit 0
+fi
+
+echo "install-emulators: installing into $dest"
+mkdir -p "$dest"
+rm -f "$stamp"
+cp "$src/package.json" "$src/package-lock.json" "$dest/"
+# --ignore-scripts: leveldown's install script only picks a prebuilt binary,
+# and the bundled linux-x64 prebuild loads without it; no other package has
+# install scripts. npm ci installs exactly what the lock file pins.
+(cd "$dest" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+
+# Check that what landed is what we pinned.
+check_version() {
+	local pkg=$1 want_version=$2 got
+	got=$(node -p "require('$dest/node_modules/$pkg/package.json').version")
+	if [[ "$got" != "$want_version" ]]; then
+		echo "install-emulators: $pkg is $got, want $want_version" >&2
+		exit 1
+	fi
+}
+check_version kinesis-local 0.6.2
+check_version kinesalite 3.3.3
+
+echo "$want" >"$stamp"
+echo "install-emulators: installed kinesis-local 0.6.2 and kinesalite 3.3.3 in $dest"
