@@ -1,0 +1,22 @@
+// Package kinesistest provides an in-memory Kinesis for tests of code that
+// reads or writes Kinesis streams, tidemark's and its users' own.
+//
+// [New] returns a [Fake], which implements [API] (and so
+// [github.com/tidemark/tidemark/scan.Client]) with the semantics of the real
+// service: MD5 partition-key routing over even hash-key ranges, sequence
+// numbers that grow per shard, the five shard iterator types, iterators that
+// expire after five minutes, GetRecords pages with MillisBehindLatest and,
+// at the end of a closed shard, ChildShards and no next iterator, SplitShard
+// and MergeShards with shard lineage, ListShards paging and filters,
+// retention, and the per-shard throughput limits. Errors are the SDK's typed
+// errors (*types.ResourceNotFoundException,
+// *types.ProvisionedThroughputExceededException, ...), with messages worded
+// like the service's.
+//
+// Time comes from a [Clock]; a [ManualClock] makes expiry, retention and
+// throttling deterministic. [Fake.Inject] fails, delays or blocks chosen
+// calls so that races can be replayed exactly, and [Fake.Stats] reports what
+// each shard served.
+//
+// The fake starts no goroutines. Every method is safe for concurrent use.
+package kinesistest

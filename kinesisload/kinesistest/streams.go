@@ -1,0 +1,129 @@
+package kinesistest
+
+import (
+	"context"
+	"math/big"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// onDemandShards is how many shards an on-demand stream starts with.
+const onDemandShards = 4
+
+// CreateStream creates a stream whose ShardCount shards split the hash-key
+// space evenly. Unlike real Kinesis the stream is ACTIVE at once. An
+// ON_DEMAND stream without ShardCount gets 4 shards. A stream that exists
+// already gives *types.ResourceInUseException; more open shards than the
+// shard limit give *types.LimitExceededException.
+func (f *Fake) CreateStream(ctx context.Context, in *kinesis.CreateStreamInput, _ ...func(*kinesis.Options)) (*kinesis.CreateStreamOutput, error) {
+	if in == nil {
+		in = &kinesis.CreateStreamInput{}
+	}
+	if err := f.enter(ctx, OpCreateStream, aws.ToString(in.StreamName)); err != nil {
+		return nil, err
+	}
+	name, err := f.streamName(in.StreamName, nil)
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	switch {
+	case in.ShardCount != nil:
+		n = int(*in.ShardCount)
+		if n < 1 {
+			return nil, errInvalidArgument("ShardCount %d of stream %s must be at least 1", n, name)
+		}
+	case in.StreamModeDetails != nil && in.StreamModeDetails.StreamMode == types.StreamModeOnDemand:
+		n = onDemandShards
+	default:
+		return nil, errInvalidArgument("ShardCount is required for stream %s in PROVISIONED mode", name)
+	}
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.streams[name]; ok {
+		return nil, f.errStreamExists(name)
+	}
+	if cur := f.openShardTotal(); cur+n > f.cfg.shardLimit {
+		return nil, f.errShardLimit(cur, n)
+	}
+	now := f.now()
+	f.nextID++
+	st := &stream{id: f.nextID, name: name, arn: f.streamARN(name), created: now}
+	step := new(big.Int).Div(new(big.Int).Lsh(big.NewInt(1), 128), big.NewInt(int64(n)))
+	for i := 0; i < n; i++ {
+		lo := new(big.Int).Mul(step, big.NewInt(int64(i)))
+		hi := new(big.Int).Sub(new(big.Int).Add(lo, step), big.NewInt(1))
+		if i == n-1 {
+			hi = new(big.Int).Set(maxHashKey)
+		}
+		st.addShard(lo, hi, "", "", now)
+	}
+	f.streams[name] = st
+	f.byID[st.id] = st
+	return &kinesis.CreateStreamOutput{}, nil
+}
+
+// DeleteStream deletes a stream and its records at once. Iterators of the
+// stream then fail with *types.ResourceNotFoundException, even if a stream
+// of the same name is created again.
+func (f *Fake) DeleteStream(ctx context.Context, in *kinesis.DeleteStreamInput, _ ...func(*kinesis.Options)) (*kinesis.DeleteStreamOutput, error) {
+	if in == nil {
+		in = &kinesis.DeleteStreamInput{}
+	}
+	if err := f.enter(ctx, OpDeleteStream, f.requestStream(in.StreamName, in.StreamARN)); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, err := f.lookupStream(in.StreamName, in.StreamARN)
+	if err != nil {
+		return nil, err
+	}
+	delete(f.streams, st.name)
+	delete(f.byID, st.id)
+	return &kinesis.DeleteStreamOutput{}, nil
+}
+
+// DescribeStreamSummary describes a stream: always ACTIVE, its open shard
+// count, retention and ARN.
+func (f *Fake) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	if in == nil {
+		in = &kinesis.DescribeStreamSummaryInput{}
+	}
+	if err := f.enter(ctx, OpDescribeStreamSummary, f.requestStream(in.StreamName, in.StreamARN)); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, err := f.lookupStream(in.StreamName, in.StreamARN)
+	if err != nil {
+		return nil, err
+	}
+	return &kinesis.DescribeStreamSummaryOutput{
+		StreamDescriptionSummary: &types.StreamDescriptionSummary{
+			StreamName:              aws.String(st.name),
+			StreamARN:               aws.String(st.arn),
+			StreamStatus:            types.StreamStatusActive,
+			StreamCreationTimestamp: aws.Time(st.created),
+			OpenShardCount:          aws.Int32(int32(st.openShards())),
+			RetentionPeriodHours:    aws.Int32(int32(f.cfg.retention.Hours())),
+			EncryptionType:          types.EncryptionTypeNone,
+			EnhancedMonitoring:      []types.EnhancedMetrics{{ShardLevelMetrics: []types.MetricsName{}}},
+			ConsumerCount:           aws.Int32(0),
+			StreamModeDetails:       &types.StreamModeDetails{StreamMode: types.StreamModeProvisioned},
+		},
+	}, nil
+}
+
+// requestStream names the stream of a request for fault matching, without
+// validating it ("" when it cannot be told).
+func (f *Fake) requestStream(name, arn *string) string {
+	n, err := f.streamName(name, arn)
+	if err != nil {
+		return ""
+	}
+	return n
+}
