@@ -1,0 +1,221 @@
+package scan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+var (
+	// ErrQueueFull is returned, wrapped, by [Resolver.Resolve] when the
+	// batch's shards do not fit in the Resolver's queue of waiting shards.
+	ErrQueueFull = errors.New("scan: resolver queue full")
+	// ErrInvalidConfig is returned, wrapped with the field and value, by
+	// [NewResolver] for an invalid [Config].
+	ErrInvalidConfig = errors.New("scan: invalid config")
+	// ErrInvalidRequest is returned, wrapped with the reason, by
+	// [Resolver.Resolve] for a [Request] it cannot serve.
+	ErrInvalidRequest = errors.New("scan: invalid request")
+	// ErrPanic is wrapped by the error of a shard whose scan panicked.
+	ErrPanic = errors.New("scan: panic during scan")
+)
+
+// A ShardError is the error of one shard's scan. It names the stream and the
+// shard; Err is the cause.
+type ShardError struct {
+	Stream string
+	Shard  string
+	Err    error
+}
+
+// Error returns "scan: stream S shard H: cause".
+func (e *ShardError) Error() string {
+	return fmt.Sprintf("scan: stream %q shard %s: %v", e.Stream, e.Shard, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *ShardError) Unwrap() error { return e.Err }
+
+// A Request is one batch of shards to resolve. Every shard is resolved, or
+// none is.
+type Request struct {
+	// Client makes the Kinesis calls. It is part of the request rather
+	// than of the Resolver because one Resolver (one worker budget per
+	// process) serves every Loader, and Loaders may read different
+	// accounts or regions through different clients.
+	Client Client
+	// Stream is the stream name.
+	Stream string
+	// Shards are the IDs of the shards to resolve, without duplicates.
+	Shards []string
+}
+
+// A ShardResult is the resolved start of one shard and what finding it cost.
+type ShardResult struct {
+	Shard string
+	// Position is AFTER_SEQUENCE_NUMBER of the tip record, or TRIM_HORIZON
+	// when the shard held no record.
+	Position Position
+	Stats    Stats
+}
+
+// Stats is the cost of resolving one shard.
+type Stats struct {
+	// Calls counts Kinesis calls, every attempt included.
+	Calls int
+	// Retries counts attempts that were retried (after a retryable error
+	// or an expired iterator).
+	Retries int
+	// Probes counts existence probes (probe strategy only).
+	Probes int
+	// Records and Bytes count what GetRecords returned: records, and
+	// their data plus partition key bytes.
+	Records int
+	Bytes   int64
+	// Duration is the time the scan took by [Config.Now], from claiming
+	// the shard to its result.
+	Duration time.Duration
+}
+
+// A Resolver turns the symbolic LATEST of shards into concrete positions
+// that can be persisted. Create one per process and share it: its worker
+// budget and queue bound every batch it serves. It is safe for concurrent
+// use and holds no resources between calls, so it needs no closing.
+type Resolver struct {
+	cfg     Config
+	sem     chan struct{} // one token per running shard scan
+	waiting atomic.Int64  // shards admitted but not yet claimed by a worker
+}
+
+// NewResolver returns a Resolver configured by cfg, or an error wrapping
+// [ErrInvalidConfig] that names the invalid field.
+func NewResolver(cfg Config) (*Resolver, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Resolver{cfg: c, sem: make(chan struct{}, c.Workers)}, nil
+}
+
+// Config returns the Resolver's configuration with defaults filled in.
+func (r *Resolver) Config() Config {
+	c := r.cfg
+	c.Backoff = append([]time.Duration(nil), c.Backoff...)
+	return c
+}
+
+// Resolve finds the tip of every shard in req and returns one result per
+// shard, in the order of req.Shards. If any shard fails, the context ends,
+// the batch deadline passes or the queue is full, it returns an error and no
+// results at all. Every worker it started has exited when it returns.
+//
+// The batch uses at most min(len(req.Shards), Workers) workers, and waits
+// for the Resolver's shared budget before each shard scan.
+func (r *Resolver) Resolve(ctx context.Context, req Request) ([]ShardResult, error) {
+	if err := validate(req); err != nil {
+		return nil, err
+	}
+	n := len(req.Shards)
+	if n == 0 {
+		return []ShardResult{}, nil
+	}
+	if r.cfg.BatchTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.cfg.BatchTimeout)
+		defer cancel()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("scan: stream %q: resolve %d shards: %w", req.Stream, n, err)
+	}
+	if err := r.admit(n); err != nil {
+		return nil, fmt.Errorf("scan: stream %q: resolve %d shards: %w", req.Stream, n, err)
+	}
+	var claimed atomic.Int64
+	defer func() { r.waiting.Add(claimed.Load() - int64(n)) }()
+
+	results := make([]ShardResult, n)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(min(n, r.cfg.Workers))
+	for i, shard := range req.Shards {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() (err error) {
+			select {
+			case r.sem <- struct{}{}:
+			case <-gctx.Done():
+				return &ShardError{Stream: req.Stream, Shard: shard, Err: gctx.Err()}
+			}
+			defer func() { <-r.sem }()
+			claimed.Add(1)
+			r.waiting.Add(-1)
+			if err := gctx.Err(); err != nil {
+				return &ShardError{Stream: req.Stream, Shard: shard, Err: err}
+			}
+			defer func() {
+				if p := recover(); p != nil {
+					err = &ShardError{Stream: req.Stream, Shard: shard, Err: fmt.Errorf("%w: %v", ErrPanic, p)}
+				}
+			}()
+			res, err := r.resolveShard(gctx, req.Client, req.Stream, shard)
+			if err != nil {
+				return &ShardError{Stream: req.Stream, Shard: shard, Err: err}
+			}
+			results[i] = res
+			if h := r.cfg.Hooks.ShardResolved; h != nil {
+				h(req.Stream, res)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		// Every shard finished, but the batch ran out of time or was
+		// cancelled meanwhile: publish nothing.
+		return nil, fmt.Errorf("scan: stream %q: resolve %d shards: %w", req.Stream, n, err)
+	}
+	return results, nil
+}
+
+// admit reserves n places in the queue of waiting shards, or fails.
+func (r *Resolver) admit(n int) error {
+	limit := int64(r.cfg.QueueSize)
+	for {
+		cur := r.waiting.Load()
+		if cur+int64(n) > limit {
+			if int64(n) > limit {
+				return fmt.Errorf("%w: a batch of %d shards exceeds QueueSize %d", ErrQueueFull, n, limit)
+			}
+			return fmt.Errorf("%w: %d shards waiting, %d more do not fit in QueueSize %d", ErrQueueFull, cur, n, limit)
+		}
+		if r.waiting.CompareAndSwap(cur, cur+int64(n)) {
+			return nil
+		}
+	}
+}
+
+func validate(req Request) error {
+	if req.Client == nil {
+		return fmt.Errorf("%w: stream %q: Client is nil", ErrInvalidRequest, req.Stream)
+	}
+	if req.Stream == "" {
+		return fmt.Errorf("%w: Stream is empty", ErrInvalidRequest)
+	}
+	seen := make(map[string]int, len(req.Shards))
+	for i, s := range req.Shards {
+		if s == "" {
+			return fmt.Errorf("%w: stream %q: Shards[%d] is empty", ErrInvalidRequest, req.Stream, i)
+		}
+		if j, dup := seen[s]; dup {
+			return fmt.Errorf("%w: stream %q: shard %s is listed twice (Shards[%d] and Shards[%d])", ErrInvalidRequest, req.Stream, s, j, i)
+		}
+		seen[s] = i
+	}
+	return nil
+}

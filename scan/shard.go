@@ -1,0 +1,378 @@
+package scan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/tidemark/tidemark/internal/kerr"
+)
+
+// noSDKRetries switches the SDK's own retries off for one call, so that the
+// Resolver's bounds (attempts, backoff, per-call timeout) are the real ones.
+func noSDKRetries(o *kinesis.Options) { o.Retryer = aws.NopRetryer{} }
+
+// maxGallop bounds the forward gallop of the probe strategy. The window
+// doubles on each step, so 40 steps from 1 ms span 35 years.
+const maxGallop = 40
+
+// shardScan is the state of one shard's scan, owned by one worker.
+type shardScan struct {
+	cfg    *Config
+	client Client
+	stream string
+	shard  string
+	stats  Stats
+
+	// The newest server time seen in a response, and this host's clock
+	// when it was seen.
+	serverAt, localAt time.Time
+	haveServer        bool
+}
+
+// record is what a scan keeps of a record: never its payload.
+type record struct {
+	seq    string
+	ts     time.Time
+	haveTS bool
+}
+
+func (r *Resolver) resolveShard(ctx context.Context, client Client, stream, shard string) (ShardResult, error) {
+	s := &shardScan{cfg: &r.cfg, client: client, stream: stream, shard: shard}
+	start := r.cfg.Now()
+	var (
+		pos Position
+		err error
+	)
+	switch r.cfg.Strategy {
+	case StrategyFullScan:
+		pos, err = s.fullScan(ctx)
+	default:
+		pos, err = s.probeScan(ctx)
+	}
+	if err != nil {
+		return ShardResult{}, err
+	}
+	s.stats.Duration = r.cfg.Now().Sub(start)
+	return ShardResult{Shard: shard, Position: pos, Stats: s.stats}, nil
+}
+
+// fullScan reads from TRIM_HORIZON to the tip: the seed's algorithm.
+func (s *shardScan) fullScan(ctx context.Context) (Position, error) {
+	last, ok, err := s.readToTip(ctx, TrimHorizon(), s.cfg.PageLimit, false)
+	if err != nil {
+		return Position{}, err
+	}
+	if !ok {
+		return TrimHorizon(), nil
+	}
+	return AfterSequence(last.seq), nil
+}
+
+// probeScan finds the neighbourhood of the last record with existence
+// probes, then reads from a record a probe has seen to the tip. See the
+// package documentation for why it returns what fullScan returns.
+func (s *shardScan) probeScan(ctx context.Context) (Position, error) {
+	// The oldest record: none means the shard holds no record, exactly as
+	// a full scan would conclude.
+	first, ok, err := s.probe(ctx, TrimHorizon())
+	if err != nil {
+		return Position{}, err
+	}
+	if !ok {
+		return TrimHorizon(), nil
+	}
+	if !first.haveTS {
+		// No arrival times: nothing to search on.
+		return s.fullScan(ctx)
+	}
+	// Invariant: anchor is a record a probe has seen, and lo is a time at
+	// or before which it is known that some record exists at or after lo
+	// (the anchor). If haveHi, a probe at hi found no record at or after
+	// hi when it ran.
+	anchor := first
+	lo := ms(first.ts)
+	var hi time.Time
+	haveHi := false
+
+	// Gallop backwards from now until a window holds a record, or the
+	// window reaches the oldest record.
+	now := ms(s.now())
+	for t, w := now, s.cfg.InitialWindow; t.After(lo); t, w = now.Add(-w), w*2 {
+		r, found, err := s.probe(ctx, AtTimestamp(t))
+		if err != nil {
+			return Position{}, err
+		}
+		if found {
+			anchor, lo = r, later(t, r)
+			break
+		}
+		hi, haveHi = t, true
+		if w > now.Sub(lo) {
+			// The next window would reach past the oldest record.
+			w = now.Sub(lo)
+		}
+	}
+
+	// Records at or after "now": this host's clock is behind Kinesis, or
+	// records are arriving. Gallop forwards until a probe finds none.
+	for i, w := 0, s.cfg.InitialWindow; !haveHi && i < maxGallop; i, w = i+1, w*2 {
+		t := lo.Add(w)
+		r, found, err := s.probe(ctx, AtTimestamp(t))
+		if err != nil {
+			return Position{}, err
+		}
+		if !found {
+			hi, haveHi = t, true
+			break
+		}
+		anchor, lo = r, later(t, r)
+	}
+
+	// Bisect on time until the window is narrow enough to read.
+	for haveHi && hi.Sub(lo) > s.cfg.Resolution {
+		mid := lo.Add((hi.Sub(lo) / 2).Truncate(time.Millisecond))
+		r, found, err := s.probe(ctx, AtTimestamp(mid))
+		if err != nil {
+			return Position{}, err
+		}
+		if !found {
+			hi = mid
+			continue
+		}
+		anchor, lo = r, later(mid, r)
+		if !lo.Before(hi) {
+			// The record arrived after the probe at hi: the tip is
+			// moving, so read forward from it.
+			break
+		}
+	}
+
+	// Read from the anchor to the tip. The anchor was seen, so this read
+	// sees at least the anchor, and the last record it sees is the tip.
+	last, ok, err := s.readToTip(ctx, AtSequence(anchor.seq), s.cfg.PageLimit, false)
+	if err != nil {
+		return Position{}, err
+	}
+	if !ok {
+		// The anchor expired between the probe and the read; start
+		// over from the oldest retained record.
+		return s.fullScan(ctx)
+	}
+	return AfterSequence(last.seq), nil
+}
+
+// probe reports the first record at or after start, following empty pages
+// until a record or the tip; found is false when it reached the tip without
+// a record, which proves no record is at or after start.
+func (s *shardScan) probe(ctx context.Context, start Position) (record, bool, error) {
+	s.stats.Probes++
+	r, found, err := s.readToTip(ctx, start, 1, true)
+	if err != nil && start.Kind == KindAtTimestamp && isFutureTimestamp(err) {
+		// Kinesis refuses AT_TIMESTAMP after its own clock: no record
+		// can be at or after a time that has not come yet.
+		return record{}, false, nil
+	}
+	return r, found, err
+}
+
+// readToTip reads the shard from start until the tip: a page with
+// MillisBehindLatest == 0 that is not full, or the end of a closed shard.
+// Empty pages before it are followed. It returns the last record seen, or
+// with first set, the first record seen as soon as it is seen. Only one page
+// is held at a time.
+func (s *shardScan) readToTip(ctx context.Context, start Position, limit int32, first bool) (record, bool, error) {
+	var (
+		last    record
+		seen    bool
+		expired int
+	)
+	iter, err := s.iterator(ctx, start)
+	if err != nil {
+		return record{}, false, err
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return record{}, false, err
+		}
+		out, err := s.getRecords(ctx, iter, limit)
+		if err != nil {
+			if !kerr.IsExpiredIterator(err) || expired >= s.cfg.Retries {
+				return record{}, false, err
+			}
+			// Re-acquire after the last record seen, or at the start.
+			expired++
+			s.stats.Retries++
+			s.retryHook("GetRecords", expired, err, 0)
+			resume := start
+			if seen {
+				resume = AfterSequence(last.seq)
+			}
+			if iter, err = s.iterator(ctx, resume); err != nil {
+				return record{}, false, err
+			}
+			continue
+		}
+		expired = 0
+		for i := range out.Records {
+			rec := &out.Records[i]
+			s.stats.Records++
+			s.stats.Bytes += int64(len(rec.Data)) + int64(len(aws.ToString(rec.PartitionKey)))
+		}
+		if n := len(out.Records); n > 0 {
+			rec := &out.Records[0]
+			if !first {
+				rec = &out.Records[n-1]
+			}
+			if rec.SequenceNumber == nil {
+				return record{}, false, fmt.Errorf("GetRecords returned a record without a sequence number")
+			}
+			last = record{seq: *rec.SequenceNumber}
+			if rec.ApproximateArrivalTimestamp != nil {
+				last.ts, last.haveTS = *rec.ApproximateArrivalTimestamp, true
+			}
+			seen = true
+			if first {
+				return last, true, nil
+			}
+		}
+		if out.NextShardIterator == nil {
+			return last, seen, nil // the end of a closed shard
+		}
+		if len(out.Records) < int(limit) && out.MillisBehindLatest != nil && *out.MillisBehindLatest == 0 {
+			return last, seen, nil // the tip
+		}
+		iter = *out.NextShardIterator
+	}
+}
+
+func (s *shardScan) iterator(ctx context.Context, p Position) (string, error) {
+	in, err := p.IteratorInput(s.stream, s.shard)
+	if err != nil {
+		return "", err
+	}
+	var out *kinesis.GetShardIteratorOutput
+	err = s.call(ctx, "GetShardIterator", func(ctx context.Context) (err error) {
+		out, err = s.client.GetShardIterator(ctx, in, noSDKRetries)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("GetShardIterator %s: %w", p, err)
+	}
+	s.observe(out.ResultMetadata)
+	if out.ShardIterator == nil {
+		return "", fmt.Errorf("GetShardIterator %s: no iterator returned", p)
+	}
+	return *out.ShardIterator, nil
+}
+
+func (s *shardScan) getRecords(ctx context.Context, iter string, limit int32) (*kinesis.GetRecordsOutput, error) {
+	in := &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(limit)}
+	var out *kinesis.GetRecordsOutput
+	err := s.call(ctx, "GetRecords", func(ctx context.Context) (err error) {
+		out, err = s.client.GetRecords(ctx, in, noSDKRetries)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("GetRecords: %w", err)
+	}
+	s.observe(out.ResultMetadata)
+	return out, nil
+}
+
+// call makes one Kinesis call with its own timeout, retrying retryable
+// errors with backoff. It never retries once ctx has ended.
+func (s *shardScan) call(ctx context.Context, op string, f func(context.Context) error) error {
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.stats.Calls++
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		err := f(cctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return errors.Join(ctx.Err(), err)
+		}
+		if attempt > s.cfg.Retries || !kerr.IsRetryable(err) {
+			if attempt > 1 {
+				return fmt.Errorf("after %d attempts: %w", attempt, err)
+			}
+			return err
+		}
+		d := s.backoff(attempt)
+		s.stats.Retries++
+		s.retryHook(op, attempt, err, d)
+		if serr := s.cfg.Sleep(ctx, d); serr != nil {
+			return fmt.Errorf("waiting to retry after %v: %w", err, serr)
+		}
+	}
+}
+
+// backoff returns the wait after the given failed attempt (from 1).
+func (s *shardScan) backoff(attempt int) time.Duration {
+	b := s.cfg.Backoff
+	d := b[min(attempt-1, len(b)-1)]
+	if s.cfg.Jitter > 0 && d > 0 {
+		d += time.Duration(rand.Float64() * s.cfg.Jitter * float64(d))
+	}
+	return d
+}
+
+func (s *shardScan) retryHook(op string, attempt int, err error, d time.Duration) {
+	if h := s.cfg.Hooks.Retry; h != nil {
+		h(RetryEvent{Stream: s.stream, Shard: s.shard, Op: op, Attempt: attempt, Err: err, Backoff: d})
+	}
+}
+
+// observe records the server time of a real response (its HTTP Date).
+func (s *shardScan) observe(md middleware.Metadata) {
+	if t, ok := awsmiddleware.GetServerTime(md); ok && !t.IsZero() {
+		s.serverAt, s.localAt, s.haveServer = t, s.cfg.Now(), true
+	}
+}
+
+// now estimates Kinesis's clock: the last server time seen plus the time
+// elapsed here since, or this host's clock when no response carried one.
+func (s *shardScan) now() time.Time {
+	if s.haveServer {
+		return s.serverAt.Add(s.cfg.Now().Sub(s.localAt))
+	}
+	return s.cfg.Now()
+}
+
+// isFutureTimestamp reports whether err is Kinesis refusing an AT_TIMESTAMP
+// iterator because the time is after its own clock ("The timestampInMillis
+// parameter cannot be greater than the currentTimestampInMillis").
+func isFutureTimestamp(err error) bool {
+	var e *types.InvalidArgumentException
+	if !errors.As(err, &e) {
+		return false
+	}
+	m := strings.ToLower(e.ErrorMessage())
+	return strings.Contains(m, "timestamp") && strings.Contains(m, "greater than")
+}
+
+// ms truncates t to the millisecond, the precision of Kinesis arrival times.
+func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond).Round(0) }
+
+// later returns the later of a probe time t and the arrival time of the
+// record the probe found.
+func later(t time.Time, r record) time.Time {
+	if r.haveTS && ms(r.ts).After(t) {
+		return ms(r.ts)
+	}
+	return t
+}
