@@ -1,0 +1,66 @@
+package journal
+
+import "fmt"
+
+// Defaults of [Config], as [DefaultConfig] sets them.
+const (
+	// DefaultSegmentSize is the default Config.SegmentSize: 64 MiB.
+	DefaultSegmentSize = 64 << 20
+	// DefaultMaxRecordSize is the default Config.MaxRecordSize: 4 MiB.
+	DefaultMaxRecordSize = 4 << 20
+)
+
+// Limits that [Config.Validate] enforces.
+const (
+	// MinSegmentSize is the smallest Config.SegmentSize: 1 KiB.
+	MinSegmentSize = 1 << 10
+	// MaxMaxRecordSize is the largest Config.MaxRecordSize: 1 GiB.
+	MaxMaxRecordSize = 1 << 30
+)
+
+// Config configures the file journal. Start from [DefaultConfig]; the zero
+// Config is not valid.
+type Config struct {
+	// SegmentSize is the size in bytes at which the current segment file
+	// is closed and a new one started: a batch is never split, so a
+	// segment may exceed it by one batch. At least MinSegmentSize.
+	// Default DefaultSegmentSize.
+	SegmentSize int64
+
+	// MaxRecordSize is the largest record, in bytes, that Append accepts;
+	// larger ones get ErrTooLarge. At least 1, at most MaxMaxRecordSize.
+	// Lowering it does not make existing larger records unreadable.
+	// Default DefaultMaxRecordSize.
+	MaxRecordSize int
+
+	// afterStep, when set (by tests only), is called after each durable
+	// step of a snapshot, a compaction and a segment roll, with the
+	// step's name; a non-nil error stops the operation there and is
+	// returned, as a crash at that point would stop it.
+	afterStep func(step string) error
+}
+
+// DefaultConfig returns the default configuration: SegmentSize
+// DefaultSegmentSize, MaxRecordSize DefaultMaxRecordSize.
+func DefaultConfig() Config {
+	return Config{SegmentSize: DefaultSegmentSize, MaxRecordSize: DefaultMaxRecordSize}
+}
+
+// Validate reports the first invalid field, naming it and its value.
+func (c Config) Validate() error {
+	if c.SegmentSize < MinSegmentSize {
+		return fmt.Errorf("journal: Config.SegmentSize is %d, want at least %d", c.SegmentSize, MinSegmentSize)
+	}
+	if c.MaxRecordSize < 1 || c.MaxRecordSize > MaxMaxRecordSize {
+		return fmt.Errorf("journal: Config.MaxRecordSize is %d, want 1 to %d", c.MaxRecordSize, MaxMaxRecordSize)
+	}
+	return nil
+}
+
+// step calls the test hook, if any.
+func (c Config) step(name string) error {
+	if c.afterStep == nil {
+		return nil
+	}
+	return c.afterStep(name)
+}

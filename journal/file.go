@@ -1,0 +1,689 @@
+package journal
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// maxBatchBytes bounds how many bytes of frames the writer gathers into
+// one write and fsync; a single larger append is still written whole.
+const maxBatchBytes = 4 << 20
+
+// FileJournal is the file [Journal], the embedded default: a directory of
+// segment and snapshot files (see the package doc). Get one with [Open].
+// Its methods are safe for concurrent use.
+type FileJournal struct {
+	dir  string
+	cfg  Config
+	lock *os.File
+
+	reqs chan *appendReq
+	done chan struct{} // closed when the writer goroutine exits
+
+	gate   sync.RWMutex // Append (while handing off) and Snapshot hold it shared, Close exclusive
+	closed bool         // guarded by gate
+
+	snapMu sync.Mutex // one Snapshot at a time
+
+	mu     sync.Mutex // guards the fields below
+	segs   []segment  // live segments, oldest first; the last is the one appended to
+	snap   *snapshotFile
+	last   uint64 // index of the last durable record
+	failed error  // set once a write or sync failed
+
+	// Owned by the writer goroutine.
+	active     *os.File
+	activeSize int64
+	buf        []byte
+
+	fsyncs atomic.Int64 // number of segment fsyncs, for benchmarks
+}
+
+var _ Journal = (*FileJournal)(nil)
+
+// appendReq is one Append call handed to the writer goroutine.
+type appendReq struct {
+	frames []byte // encoded frames, index 0, CRC field holding the data's CRC
+	n      int    // number of records
+	last   uint64 // set by the writer
+	err    error  // set by the writer
+	done   chan struct{}
+}
+
+// Open opens the file journal in dir, creating dir (mode 0700) and an empty
+// journal if needed, and locks the directory until Close. It checks every
+// file: a torn tail of the newest segment is truncated; any other damage
+// returns a [*CorruptError] (wrapping [ErrCorrupt]) and changes nothing.
+// A directory that is already open, in this process or another, returns
+// an error wrapping [ErrLocked]. cfg is validated first.
+func Open(dir string, cfg Config) (*FileJournal, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("journal: create directory: %w", err)
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	j, err := open(dir, cfg, lock)
+	if err != nil {
+		unlockDir(lock)
+		return nil, err
+	}
+	go j.writer()
+	return j, nil
+}
+
+func open(dir string, cfg Config, lock *os.File) (*FileJournal, error) {
+	st, dmg, err := load(dir, cfg.MaxRecordSize)
+	if err != nil {
+		return nil, err
+	}
+	if dmg != nil {
+		return nil, dmg.err
+	}
+	// The directory is sound: finish what a crash interrupted.
+	changed := false
+	if st.torn {
+		seg := st.segs[len(st.segs)-1]
+		if err := truncateFile(seg.path, seg.size); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range st.temps {
+		if err := os.Remove(p); err != nil {
+			return nil, fmt.Errorf("journal: remove temporary file: %w", err)
+		}
+		changed = true
+	}
+	for _, p := range st.oldSnaps {
+		if err := os.Remove(p); err != nil {
+			return nil, fmt.Errorf("journal: remove old snapshot: %w", err)
+		}
+		changed = true
+	}
+	for _, s := range st.segs[:st.covered] {
+		if err := os.Remove(s.path); err != nil {
+			return nil, fmt.Errorf("journal: remove compacted segment: %w", err)
+		}
+		changed = true
+	}
+	if changed {
+		if err := syncDir(dir); err != nil {
+			return nil, err
+		}
+	}
+	j := &FileJournal{
+		dir:  dir,
+		cfg:  cfg,
+		lock: lock,
+		reqs: make(chan *appendReq, 128),
+		done: make(chan struct{}),
+		segs: st.segs[st.covered:],
+		snap: st.snap,
+		last: st.last(),
+	}
+	if len(j.segs) == 0 {
+		seg, err := createSegment(dir, fileName{kind: kindSegment, seq: 0, index: j.last + 1})
+		if err != nil {
+			return nil, err
+		}
+		j.segs = []segment{seg}
+	}
+	cur := j.segs[len(j.segs)-1]
+	f, err := os.OpenFile(cur.path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return nil, fmt.Errorf("journal: open segment: %w", err)
+	}
+	j.active, j.activeSize = f, cur.size
+	return j, nil
+}
+
+// Dir returns the journal's directory.
+func (j *FileJournal) Dir() string { return j.dir }
+
+// Append implements [Journal.Append]. Concurrent calls share one write and
+// one fsync: the writer goroutine takes every call waiting when it starts
+// a batch.
+func (j *FileJournal) Append(ctx context.Context, recs ...[]byte) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if len(recs) == 0 {
+		j.gate.RLock()
+		closed := j.closed
+		j.gate.RUnlock()
+		if closed {
+			return 0, ErrClosed
+		}
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		return j.last, j.failed
+	}
+	size := 0
+	for i, r := range recs {
+		if len(r) > j.cfg.MaxRecordSize {
+			return 0, fmt.Errorf("%w: record %d of the call is %d bytes, the maximum (Config.MaxRecordSize) is %d",
+				ErrTooLarge, i, len(r), j.cfg.MaxRecordSize)
+		}
+		size += int(frameSize(len(r)))
+	}
+	// Encode here, in the caller's goroutine, so that the writer only
+	// fills in indexes and Append never retains recs.
+	frames := make([]byte, 0, size)
+	for _, r := range recs {
+		off := len(frames)
+		frames = appendFrame(frames, 0, r)
+		binary.LittleEndian.PutUint32(frames[off+wordSize:], crc32.Checksum(r, crcTable))
+	}
+	req := &appendReq{frames: frames, n: len(recs), done: make(chan struct{})}
+
+	j.gate.RLock()
+	if j.closed {
+		j.gate.RUnlock()
+		return 0, ErrClosed
+	}
+	select {
+	case j.reqs <- req:
+		j.gate.RUnlock()
+	case <-ctx.Done():
+		j.gate.RUnlock()
+		return 0, ctx.Err()
+	}
+	select {
+	case <-req.done:
+		return req.last, req.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// writer is the goroutine that writes and syncs batches of appends.
+func (j *FileJournal) writer() {
+	defer close(j.done)
+	var batch []*appendReq
+	for {
+		req, ok := <-j.reqs
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], req)
+		bytes := len(req.frames)
+	gather:
+		for bytes < maxBatchBytes {
+			select {
+			case r, ok := <-j.reqs:
+				if !ok {
+					break gather // the channel is closed: commit, then the next receive returns
+				}
+				batch = append(batch, r)
+				bytes += len(r.frames)
+			default:
+				break gather
+			}
+		}
+		j.commit(batch)
+		clear(batch)
+	}
+}
+
+// commit writes one batch, syncs it and answers its appenders.
+func (j *FileJournal) commit(batch []*appendReq) {
+	j.mu.Lock()
+	failed, next := j.failed, j.last+1
+	j.mu.Unlock()
+	if failed == nil && j.activeSize >= j.cfg.SegmentSize {
+		if err := j.roll(next); err != nil {
+			failed = j.fail(err)
+		}
+	}
+	if failed != nil {
+		for _, r := range batch {
+			r.err = failed
+			close(r.done)
+		}
+		return
+	}
+	var out []byte
+	if len(batch) == 1 {
+		out = batch[0].frames
+	} else {
+		out = j.buf[:0]
+	}
+	index := next
+	for _, r := range batch {
+		for off := 0; off < len(r.frames); {
+			word := binary.LittleEndian.Uint64(r.frames[off:])
+			bodyLen := int64(word & lenMask)
+			body := r.frames[off+wordSize:]
+			binary.LittleEndian.PutUint32(body, frameCRC(binary.LittleEndian.Uint32(body), index))
+			binary.LittleEndian.PutUint64(body[4:], index)
+			index++
+			off += int(wordSize + bodyLen + padding(bodyLen))
+		}
+		r.last = index - 1
+		if len(batch) > 1 {
+			out = append(out, r.frames...)
+		}
+	}
+	if len(batch) > 1 && cap(out) <= maxBatchBytes*2 {
+		j.buf = out
+	}
+	err := writeAll(j.active, out)
+	if err == nil {
+		err = fdatasync(j.active)
+		j.fsyncs.Add(1)
+	}
+	if err != nil {
+		err = j.fail(fmt.Errorf("journal: append to %s: %w", j.active.Name(), err))
+		for _, r := range batch {
+			r.err = err
+			close(r.done)
+		}
+		return
+	}
+	j.activeSize += int64(len(out))
+	j.mu.Lock()
+	j.last = index - 1
+	j.segs[len(j.segs)-1].size = j.activeSize
+	j.segs[len(j.segs)-1].last = index - 1
+	j.mu.Unlock()
+	for _, r := range batch {
+		close(r.done)
+	}
+}
+
+// fail records the first write failure and returns the error that appends
+// get from now on.
+func (j *FileJournal) fail(err error) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.failed == nil {
+		j.failed = fmt.Errorf("%w: %w (close and reopen the journal)", ErrFailed, err)
+	}
+	return j.failed
+}
+
+func writeAll(f *os.File, b []byte) error {
+	_, err := f.Write(b) // os.File.Write loops until all is written or an error
+	return err
+}
+
+// roll starts a new segment whose first record will be next.
+func (j *FileJournal) roll(next uint64) error {
+	j.mu.Lock()
+	cur := j.segs[len(j.segs)-1]
+	j.mu.Unlock()
+	seg, err := createSegment(j.dir, fileName{kind: kindSegment, seq: cur.name.seq + 1, index: next})
+	if err != nil {
+		return err
+	}
+	if err := j.cfg.step("segment-created"); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(seg.path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("journal: open segment: %w", err)
+	}
+	if err := j.active.Close(); err != nil {
+		f.Close()
+		return fmt.Errorf("journal: close segment %s: %w", j.active.Name(), err)
+	}
+	j.active, j.activeSize = f, seg.size
+	j.mu.Lock()
+	j.segs = append(j.segs, seg)
+	j.mu.Unlock()
+	return nil
+}
+
+// Replay implements [Journal.Replay]. It reads the files; records
+// appended after it starts are not yielded.
+func (j *FileJournal) Replay(ctx context.Context, fn func(Entry) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	j.gate.RLock()
+	closed := j.closed
+	j.gate.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	// Open every file while holding mu: compaction removes a file from
+	// the list under mu before deleting it, so every file listed here
+	// exists, and an open file stays readable after it is deleted.
+	type openSeg struct {
+		segment
+		f *os.File
+	}
+	var (
+		snapF *os.File
+		snap  *snapshotFile
+		segs  []openSeg
+		last  uint64
+	)
+	defer func() {
+		if snapF != nil {
+			snapF.Close()
+		}
+		for _, s := range segs {
+			s.f.Close()
+		}
+	}()
+	err := func() error {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		snap, last = j.snap, j.last
+		if snap != nil {
+			f, err := os.Open(snap.path)
+			if err != nil {
+				return fmt.Errorf("journal: open snapshot: %w", err)
+			}
+			snapF = f
+		}
+		for _, s := range j.segs {
+			f, err := os.Open(s.path)
+			if err != nil {
+				return fmt.Errorf("journal: open segment: %w", err)
+			}
+			segs = append(segs, openSeg{s, f})
+		}
+		return nil
+	}()
+	if err != nil {
+		return err
+	}
+
+	after := uint64(0)
+	if snap != nil {
+		fi, err := snapF.Stat()
+		if err != nil {
+			return fmt.Errorf("journal: stat snapshot: %w", err)
+		}
+		fr := &frameReader{r: bufio.NewReaderSize(snapF, 64<<10), off: int64(len(snapshotMagic)), size: fi.Size()}
+		if _, err := snapF.Seek(fr.off, io.SeekStart); err != nil {
+			return fmt.Errorf("journal: read snapshot %s: %w", snap.path, err)
+		}
+		index, data, err := fr.next()
+		if err != nil {
+			return readError(snap.path, fr.off, err)
+		}
+		if err := fn(Entry{Index: index, Snapshot: true, Data: data}); err != nil {
+			return err
+		}
+		after = snap.index
+	}
+	want := uint64(0)
+	for _, s := range segs {
+		fr := &frameReader{r: bufio.NewReaderSize(s.f, 64<<10), off: int64(len(segmentMagic)), size: s.size}
+		if _, err := s.f.Seek(fr.off, io.SeekStart); err != nil {
+			return fmt.Errorf("journal: read segment %s: %w", s.path, err)
+		}
+		if want == 0 {
+			want = s.name.index
+		}
+		for {
+			off := fr.off
+			index, data, err := fr.next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return readError(s.path, off, err)
+			}
+			if index != want {
+				return &CorruptError{File: s.path, Offset: off, Reason: fmt.Sprintf("record index %d, want %d", index, want)}
+			}
+			want++
+			if index <= after {
+				continue
+			}
+			if index > last {
+				return nil
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := fn(Entry{Index: index, Data: data}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readError turns a frame reader's error into a *CorruptError or an I/O
+// error naming the file.
+func readError(path string, off int64, err error) error {
+	var fe *frameError
+	if errors.As(err, &fe) {
+		return &CorruptError{File: path, Offset: off, Reason: fe.msg}
+	}
+	if err == io.EOF {
+		return &CorruptError{File: path, Offset: off, Reason: "no frame"}
+	}
+	return fmt.Errorf("journal: read %s at offset %d: %w", path, off, err)
+}
+
+// Snapshot implements [Journal.Snapshot]. The snapshot is written to a
+// temporary file, synced, renamed and the directory synced; only then are
+// the older snapshot and the segments it wholly covers removed, oldest
+// first. Snapshots are serialised; appends go on meanwhile.
+func (j *FileJournal) Snapshot(ctx context.Context, index uint64, state []byte) error {
+	j.gate.RLock()
+	defer j.gate.RUnlock()
+	if j.closed {
+		return ErrClosed
+	}
+	j.snapMu.Lock()
+	defer j.snapMu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	failed, last, cur := j.failed, j.last, j.snap
+	j.mu.Unlock()
+	if failed != nil {
+		return failed
+	}
+	lo := uint64(0)
+	if cur != nil {
+		lo = cur.index
+	}
+	if index < lo || index > last {
+		return fmt.Errorf("%w: index %d, want %d to %d", ErrSnapshotIndex, index, lo, last)
+	}
+
+	name := fileName{kind: kindSnapshot, index: index}
+	path := filepath.Join(j.dir, name.String())
+	content := appendFrame(append(make([]byte, 0, len(snapshotMagic)+int(frameSize(len(state)))), snapshotMagic[:]...), index, state)
+	if err := writeTemp(path+tempExt, content); err != nil {
+		return err
+	}
+	if err := j.cfg.step("snapshot-synced"); err != nil {
+		return err
+	}
+	if err := os.Rename(path+tempExt, path); err != nil {
+		os.Remove(path + tempExt)
+		return fmt.Errorf("journal: rename snapshot: %w", err)
+	}
+	if err := j.cfg.step("snapshot-renamed"); err != nil {
+		return err
+	}
+	if err := syncDir(j.dir); err != nil {
+		return err
+	}
+	if err := j.cfg.step("snapshot-dir-synced"); err != nil {
+		return err
+	}
+
+	// The snapshot is durable: compact.
+	snap := &snapshotFile{path: path, index: index}
+	j.mu.Lock()
+	old := j.snap
+	j.snap = snap
+	n := 0
+	for n < len(j.segs)-1 && j.segs[n+1].name.index-1 <= index {
+		n++
+	}
+	covered := append([]segment(nil), j.segs[:n]...)
+	j.segs = append([]segment(nil), j.segs[n:]...)
+	j.mu.Unlock()
+
+	if old != nil && old.path != path {
+		if err := os.Remove(old.path); err != nil {
+			return fmt.Errorf("journal: remove old snapshot: %w", err)
+		}
+		if err := j.cfg.step("old-snapshot-removed"); err != nil {
+			return err
+		}
+	}
+	for _, s := range covered {
+		if err := os.Remove(s.path); err != nil {
+			return fmt.Errorf("journal: remove compacted segment: %w", err)
+		}
+		if err := j.cfg.step("segment-removed"); err != nil {
+			return err
+		}
+	}
+	if old != nil || len(covered) > 0 {
+		if err := syncDir(j.dir); err != nil {
+			return err
+		}
+		if err := j.cfg.step("compaction-dir-synced"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close implements [Journal.Close]. Appends already handed to the writer
+// are written and synced before Close returns.
+func (j *FileJournal) Close() error {
+	j.gate.Lock()
+	if j.closed {
+		j.gate.Unlock()
+		return ErrClosed
+	}
+	j.closed = true
+	close(j.reqs)
+	j.gate.Unlock()
+	<-j.done
+	err := j.active.Close()
+	if err != nil {
+		err = fmt.Errorf("journal: close segment: %w", err)
+	}
+	return errors.Join(err, unlockDir(j.lock))
+}
+
+// createSegment creates an empty segment file durably.
+func createSegment(dir string, name fileName) (segment, error) {
+	path := filepath.Join(dir, name.String())
+	if err := writeTemp(path+tempExt, segmentMagic[:]); err != nil {
+		return segment{}, err
+	}
+	if err := os.Rename(path+tempExt, path); err != nil {
+		os.Remove(path + tempExt)
+		return segment{}, fmt.Errorf("journal: rename segment: %w", err)
+	}
+	if err := syncDir(dir); err != nil {
+		return segment{}, err
+	}
+	n := int64(len(segmentMagic))
+	return segment{name: name, path: path, size: n, fileSize: n, last: name.index - 1}, nil
+}
+
+// writeTemp writes b to a new file at path (mode 0600) and syncs it.
+func writeTemp(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("journal: create %s: %w", path, err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return fmt.Errorf("journal: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// truncateFile truncates the file at path to size and syncs it.
+func truncateFile(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("journal: open %s: %w", path, err)
+	}
+	err = f.Truncate(size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("journal: truncate %s at %d: %w", path, size, err)
+	}
+	return nil
+}
+
+// syncDir fsyncs a directory, making renames and removals in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("journal: open directory: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("journal: sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// lockDir takes the exclusive flock on dir's LOCK file.
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, lockName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("journal: open lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s is already open (flock on %s is held)", ErrLocked, dir, path)
+		}
+		return nil, fmt.Errorf("journal: lock %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// unlockDir releases the lock taken by lockDir.
+func unlockDir(f *os.File) error {
+	err := syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("journal: unlock %s: %w", f.Name(), err)
+	}
+	return nil
+}
