@@ -49,6 +49,9 @@ func (f *Fake) GetShardIterator(ctx context.Context, in *kinesis.GetShardIterato
 			return nil, errInvalidArgument("Timestamp must be provided for ShardIteratorType %s", typ)
 		}
 		t := in.Timestamp.Truncate(time.Millisecond)
+		if t.UnixMilli() > now.UnixMilli() {
+			return nil, errInvalidArgument("The timestampInMillis parameter cannot be greater than the currentTimestampInMillis. timestampInMillis: %d, currentTimestampInMillis: %d", t.UnixMilli(), now.UnixMilli())
+		}
 		i := sort.Search(len(s.records), func(i int) bool { return !s.records[i].arrival.Before(t) })
 		if i < len(s.records) {
 			from = s.records[i].seq
