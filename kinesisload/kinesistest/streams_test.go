@@ -166,7 +166,10 @@ func TestCancelledContextFailsEveryCall(t *testing.T) {
 			_, err := f.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: name, ShardId: aws.String(shard0), ShardIteratorType: types.ShardIteratorTypeLatest})
 			return err
 		},
-		OpGetRecords: func() error { _, err := f.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: aws.String("x")}); return err },
+		OpGetRecords: func() error {
+			_, err := f.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: aws.String("x")})
+			return err
+		},
 		OpPutRecord: func() error {
 			_, err := f.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: name, PartitionKey: name, Data: []byte("x")})
 			return err
