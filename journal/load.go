@@ -101,7 +101,12 @@ func load(dir string, maxRecord int) (*dirState, *damage, error) {
 		}
 	}
 	slices.SortFunc(snaps, func(a, b snapshotFile) int { return cmpU64(a.index, b.index) })
-	slices.SortFunc(st.segs, func(a, b segment) int { return cmpU64(a.name.seq, b.name.seq) })
+	slices.SortFunc(st.segs, func(a, b segment) int {
+		if c := cmpU64(a.name.seq, b.name.seq); c != 0 {
+			return c
+		}
+		return cmpU64(a.name.index, b.name.index)
+	})
 
 	snapIndex := uint64(0)
 	if len(snaps) > 0 {
@@ -259,7 +264,7 @@ func checkSegment(st *dirState, pos int, isLast bool, maxRecord int) (*damage, e
 				return nil, fmt.Errorf("journal: read segment %s at offset %d: %w", seg.path, off, err)
 			}
 			if isLast {
-				torn, why, err := isTorn(f, off, fi.Size(), fe, maxRecord)
+				torn, why, err := isTorn(f, off, fi.Size(), fe, maxRecord, want)
 				if err != nil {
 					return nil, err
 				}
@@ -283,19 +288,25 @@ func checkSegment(st *dirState, pos int, isLast bool, maxRecord int) (*damage, e
 // isTorn tells whether the bad frame at off, in the last segment of size
 // bytes, is a torn write that a crash can leave (and Open truncates):
 //   - fewer than 8 bytes are left;
-//   - the frame runs past the end of the file, and its length is one that
-//     a record can have;
+//   - the frame runs past the end of the file, its length is one that a
+//     record can have, and no valid frame of the next record (index
+//     want+1) follows it (a flipped bit in a length word looks like a cut
+//     frame, but is followed by the records after it);
 //   - the file is zero from the frame's start, or from a 512-byte sector
 //     boundary inside the frame, to its end.
-func isTorn(f *os.File, off, size int64, fe *frameError, maxRecord int) (bool, string, error) {
+func isTorn(f *os.File, off, size int64, fe *frameError, maxRecord int, want uint64) (bool, string, error) {
 	switch fe.prob {
 	case probShort:
 		return true, fmt.Sprintf("short tail of %d bytes", size-off), nil
 	case probPastEnd:
-		if fe.bodyLen <= int64(bodyHeaderSize+maxRecord) {
-			return true, "last frame cut short: " + fe.msg, nil
+		if fe.bodyLen > int64(bodyHeaderSize+maxRecord) {
+			return false, "", nil
 		}
-		return false, "", nil
+		later, err := laterFrame(f, off+wordSize, size, want+1)
+		if err != nil || later {
+			return false, "", err
+		}
+		return true, "last frame cut short: " + fe.msg, nil
 	}
 	z, err := zeroSuffix(f, off, size)
 	if err != nil {
@@ -312,6 +323,21 @@ func isTorn(f *os.File, off, size int64, fe *frameError, maxRecord int) (bool, s
 		return true, fmt.Sprintf("last frame torn: zero-filled from offset %d to the end", z), nil
 	}
 	return false, "", nil
+}
+
+// laterFrame tells whether a valid frame with the given index starts at an
+// 8-byte aligned offset in [from, size).
+func laterFrame(f *os.File, from, size int64, index uint64) (bool, error) {
+	b := make([]byte, size-from)
+	if _, err := f.ReadAt(b, from); err != nil {
+		return false, fmt.Errorf("journal: read %s: %w", f.Name(), err)
+	}
+	for p := 0; p+wordSize <= len(b); p += wordSize {
+		if i, _, _, err := decodeFrame(b[p:]); err == nil && i == index {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // zeroSuffix returns where the run of zero bytes that ends the file starts,
