@@ -87,9 +87,19 @@ func hashKeyOf(t testing.TB, api kinesistest.API, stream, shard string) string {
 // and returns the last sequence number.
 func putN(t testing.TB, api kinesistest.API, stream, shard string, n, size int, between func(i int)) string {
 	t.Helper()
+	seqs := putSeqs(t, api, stream, shard, n, size, between)
+	if len(seqs) == 0 {
+		return ""
+	}
+	return seqs[len(seqs)-1]
+}
+
+// putSeqs is putN returning every sequence number.
+func putSeqs(t testing.TB, api kinesistest.API, stream, shard string, n, size int, between func(i int)) []string {
+	t.Helper()
 	key := hashKeyOf(t, api, stream, shard)
 	data := make([]byte, size)
-	var last string
+	var seqs []string
 	batch := make([]types.PutRecordsRequestEntry, 0, 500)
 	flush := func() {
 		if len(batch) == 0 {
@@ -107,7 +117,9 @@ func putN(t testing.TB, api kinesistest.API, stream, shard string, n, size int, 
 				t.Fatalf("record went to %s, not %s", aws.ToString(r.ShardId), shard)
 			}
 		}
-		last = aws.ToString(out.Records[len(out.Records)-1].SequenceNumber)
+		for _, r := range out.Records {
+			seqs = append(seqs, aws.ToString(r.SequenceNumber))
+		}
 		batch = batch[:0]
 	}
 	for i := range n {
@@ -121,7 +133,7 @@ func putN(t testing.TB, api kinesistest.API, stream, shard string, n, size int, 
 		}
 	}
 	flush()
-	return last
+	return seqs
 }
 
 // every returns a between func that advances the clock by d before every
@@ -161,7 +173,9 @@ type recorder struct {
 	scan.Client
 	mu    sync.Mutex
 	iters []*kinesis.GetShardIteratorInput
-	opts  []func(*kinesis.Options)
+	calls int // GetShardIterator and GetRecords calls
+	// withSDKRetries counts calls whose options left the SDK's retryer on.
+	withSDKRetries int
 
 	// emptyEvery, if > 0, makes every emptyEvery-th GetRecords call
 	// return an empty page that is behind the tip and repeats its iterator,
@@ -182,7 +196,7 @@ func (c *recorder) GetShardIterator(ctx context.Context, in *kinesis.GetShardIte
 	c.mu.Lock()
 	cp := *in
 	c.iters = append(c.iters, &cp)
-	c.opts = append(c.opts, optFns...)
+	c.countCall(optFns)
 	c.mu.Unlock()
 	if c.panicOn != "" && aws.ToString(in.ShardId) == c.panicOn {
 		panic(fmt.Sprintf("injected panic on %s", c.panicOn))
@@ -192,7 +206,7 @@ func (c *recorder) GetShardIterator(ctx context.Context, in *kinesis.GetShardIte
 
 func (c *recorder) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	c.mu.Lock()
-	c.opts = append(c.opts, optFns...)
+	c.countCall(optFns)
 	c.getCalls++
 	empty := c.emptyEvery > 0 && c.getCalls%c.emptyEvery == 0
 	c.mu.Unlock()
@@ -205,6 +219,17 @@ func (c *recorder) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, 
 		out.MillisBehindLatest = aws.Int64(0)
 	}
 	return out, err
+}
+
+func (c *recorder) countCall(optFns []func(*kinesis.Options)) {
+	c.calls++
+	var o kinesis.Options
+	for _, f := range optFns {
+		f(&o)
+	}
+	if _, nop := o.Retryer.(aws.NopRetryer); !nop {
+		c.withSDKRetries++
+	}
 }
 
 // iteratorTypes returns the types and start positions of the iterators
