@@ -1,0 +1,209 @@
+package kinesisload
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tidemark/tidemark/scan"
+)
+
+// Defaults of [Config]; [DefaultConfig] returns them.
+const (
+	DefaultListShardsInterval = 30 * time.Second
+	DefaultIdleWait           = time.Second
+	DefaultRecordsPerCall     = 10000
+	DefaultCallTimeout        = 30 * time.Second
+	DefaultSinkRetries        = 5
+	DefaultSinkBackoff        = time.Second
+	DefaultMaxSinkBackoff     = 30 * time.Second
+)
+
+// ErrInvalidConfig is wrapped by every error of [Config.Validate] and [New].
+var ErrInvalidConfig = errors.New("kinesisload: invalid config")
+
+// Config configures a [Loader]. Start from [DefaultConfig]; Stream and Sink
+// are required, and so is Dir unless [WithStore] gives a store.
+type Config struct {
+	// Stream is the name of the Kinesis stream to load. Required.
+	Stream string
+	// Sink receives the records. Required. If it also implements
+	// [TransactionalSink], delivery is exactly once.
+	Sink Sink
+	// Dir is the directory of the default [PositionStore], a file
+	// journal. Required unless [WithStore] is given.
+	Dir string
+	// StartPosition is where a shard with no stored progress starts when
+	// the Loader first runs on the stream. Default LATEST: resolved into
+	// the shard's tip and journaled before any record is read. Shards
+	// born later (children of a split or merge) always start at
+	// TRIM_HORIZON. SHARD_END is not allowed.
+	StartPosition scan.Position
+	// Shards optionally restricts loading to these shards, each with its
+	// own start position (zero Position means StartPosition). Children of
+	// a selected shard are followed. Progress stored for shards no longer
+	// selected is kept, and ignored. Nil means every shard.
+	Shards map[string]scan.Position
+	// ListShardsInterval is how often the Loader lists the shards to find
+	// new ones. Default 30 s. A ChildShards hint from GetRecords makes it
+	// list sooner.
+	ListShardsInterval time.Duration
+	// IdleWait is how long a shard's loop waits after an empty page at
+	// the tip of an open shard. Default 1 s; at least 200 ms, since
+	// Kinesis allows 5 GetRecords calls per second per shard.
+	IdleWait time.Duration
+	// RecordsPerCall is the GetRecords Limit, 1 to 10000. Default 10000.
+	RecordsPerCall int32
+	// CallTimeout bounds each Kinesis call of the consume loops and of
+	// ListShards. Default 30 s.
+	CallTimeout time.Duration
+	// SinkRetries is how many times a batch the Sink refused is retried
+	// before the Loader stops. Default 5; 0 means no retry.
+	SinkRetries int
+	// SinkBackoff is the first wait before retrying the Sink; it doubles
+	// on each retry up to 30 s, with jitter. Default 1 s.
+	SinkBackoff time.Duration
+}
+
+// DefaultConfig returns a Config with every default filled in.
+func DefaultConfig() Config {
+	return Config{
+		StartPosition:      scan.Latest(),
+		ListShardsInterval: DefaultListShardsInterval,
+		IdleWait:           DefaultIdleWait,
+		RecordsPerCall:     DefaultRecordsPerCall,
+		CallTimeout:        DefaultCallTimeout,
+		SinkRetries:        DefaultSinkRetries,
+		SinkBackoff:        DefaultSinkBackoff,
+	}
+}
+
+// Validate reports the first invalid field, by name and value. A zero
+// duration or count means its default (see [DefaultConfig]), so Validate is
+// also correct on a Config that did not start from DefaultConfig.
+func (c Config) Validate() error {
+	bad := func(field string, v any, why string) error {
+		return fmt.Errorf("%w: %s = %v: %s", ErrInvalidConfig, field, v, why)
+	}
+	switch {
+	case c.Stream == "":
+		return bad("Stream", `""`, "a stream name is required")
+	case len(c.Stream) > 128:
+		return bad("Stream", c.Stream, "longer than 128 characters")
+	case c.Sink == nil:
+		return bad("Sink", nil, "a Sink is required")
+	case c.ListShardsInterval < 0:
+		return bad("ListShardsInterval", c.ListShardsInterval, "must not be negative")
+	case c.IdleWait < 0 || (c.IdleWait > 0 && c.IdleWait < 200*time.Millisecond):
+		return bad("IdleWait", c.IdleWait, "must be at least 200ms (5 GetRecords calls per second per shard)")
+	case c.RecordsPerCall < 0 || c.RecordsPerCall > 10000:
+		return bad("RecordsPerCall", c.RecordsPerCall, "must be 1 to 10000")
+	case c.CallTimeout < 0:
+		return bad("CallTimeout", c.CallTimeout, "must not be negative")
+	case c.SinkRetries < 0:
+		return bad("SinkRetries", c.SinkRetries, "must not be negative")
+	case c.SinkBackoff < 0:
+		return bad("SinkBackoff", c.SinkBackoff, "must not be negative")
+	}
+	if c.StartPosition.Kind != 0 {
+		if err := c.StartPosition.Validate(); err != nil {
+			return bad("StartPosition", c.StartPosition, err.Error())
+		}
+		if c.StartPosition.Kind == scan.KindShardEnd {
+			return bad("StartPosition", c.StartPosition, "SHARD_END is not a start")
+		}
+	}
+	for id, p := range c.Shards {
+		if id == "" {
+			return bad("Shards", `""`, "empty shard ID")
+		}
+		if p.Kind == 0 {
+			continue
+		}
+		if err := p.Validate(); err != nil {
+			return bad("Shards["+id+"]", p, err.Error())
+		}
+		if p.Kind == scan.KindShardEnd {
+			return bad("Shards["+id+"]", p, "SHARD_END is not a start")
+		}
+	}
+	return nil
+}
+
+// withDefaults fills zero fields with their defaults.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.StartPosition.Kind == 0 {
+		c.StartPosition = d.StartPosition
+	}
+	if c.ListShardsInterval == 0 {
+		c.ListShardsInterval = d.ListShardsInterval
+	}
+	if c.IdleWait == 0 {
+		c.IdleWait = d.IdleWait
+	}
+	if c.RecordsPerCall == 0 {
+		c.RecordsPerCall = d.RecordsPerCall
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = d.CallTimeout
+	}
+	if c.SinkBackoff == 0 {
+		c.SinkBackoff = d.SinkBackoff
+	}
+	return c
+}
+
+// Option configures a [Loader] beyond its [Config]. Options are made only
+// by this package's With functions.
+type Option interface {
+	apply(*options)
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+type options struct {
+	client   scan.Client
+	store    PositionStore
+	resolver *scan.Resolver
+	logger   *slog.Logger
+	hooks    []Hook
+	// tune adjusts every reader's configuration; tests use it to pace
+	// reads faster than Kinesis allows.
+	tune func(*readerConfig)
+}
+
+// WithClient sets the Kinesis client. Anything that satisfies [scan.Client]
+// will do; a *kinesis.Client as is. Default: a client from the standard AWS
+// configuration (environment, shared files, instance role), loaded when Run
+// starts.
+func WithClient(c scan.Client) Option {
+	return optionFunc(func(o *options) { o.client = c })
+}
+
+// WithStore sets the [PositionStore]. Default: a [JournalStore] on a file
+// journal in Config.Dir, opened by Run and closed when Run returns.
+func WithStore(s PositionStore) Option {
+	return optionFunc(func(o *options) { o.store = s })
+}
+
+// WithResolver sets the [scan.Resolver] that resolves LATEST positions.
+// Share one Resolver between every Loader of a process so that its worker
+// budget bounds them all. Default: a Resolver of this Loader's own, with
+// [scan.Config] defaults.
+func WithResolver(r *scan.Resolver) Option {
+	return optionFunc(func(o *options) { o.resolver = r })
+}
+
+// WithLogger sets the logger. Default: [slog.Default].
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(o *options) { o.logger = l })
+}
+
+// WithHooks adds hooks; see [Hook]. Default: none.
+func WithHooks(hs ...Hook) Option {
+	return optionFunc(func(o *options) { o.hooks = append(o.hooks, hs...) })
+}

@@ -1,0 +1,201 @@
+package kinesisload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/tidemark/tidemark/internal/backoff"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// consumer is the loop of one ACTIVE shard: read pages ahead, hand each to
+// the Sink, commit what the Sink accepted.
+type consumer struct {
+	s        *session
+	shard    string
+	from     scan.Position
+	draining bool          // the shard was DRAINING when the loop started
+	hint     chan struct{} // poked when GetRecords reports child shards
+}
+
+// run reads the shard until it ends (returns true once COMPLETED is
+// durable), gctx ends (returns false, nil after the in-flight batch is
+// committed), or a failure (returns the error, naming the shard). The
+// reader goroutine has exited when run returns.
+func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
+	l := c.s.l
+	stream := l.cfg.Stream
+	rc := readerConfig{
+		client:      c.s.client,
+		stream:      stream,
+		shard:       c.shard,
+		start:       c.from,
+		limit:       l.cfg.RecordsPerCall,
+		idleWait:    l.cfg.IdleWait,
+		callTimeout: l.cfg.CallTimeout,
+		hooks: readerHooks{
+			onThrottle: func(shard, op string, wait time.Duration, err error) {
+				l.hooks.onThrottled(Throttled{Stream: stream, ShardID: shard, Op: op, Backoff: wait, Err: err})
+			},
+			onRetry: func(shard, op string, attempt int, wait time.Duration, err error) {
+				l.log.Warn("retrying", "shard", shard, "op", op, "attempt", attempt, "err", err)
+				l.hooks.onRetry(Retry{Stream: stream, ShardID: shard, Op: op, Attempt: attempt, Backoff: wait, Err: err})
+			},
+			onIteratorRenewed: func(shard string, from scan.Position) {
+				l.log.Info("iterator expired; renewed", "shard", shard, "from", from)
+				l.hooks.onRenewed(IteratorRenewed{Stream: stream, ShardID: shard, From: from.String()})
+			},
+		},
+	}
+	if l.opt.tune != nil {
+		l.opt.tune(&rc)
+	}
+	rd, err := newReader(rc)
+	if err != nil {
+		return false, err
+	}
+	l.log.Info("shard started", "shard", c.shard, "from", c.from)
+	rctx, stopReading := context.WithCancel(gctx)
+	pages := make(chan page, 1) // one page ahead of the Sink
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(pages)
+		readErr <- rd.run(rctx, pages)
+	}()
+	defer func() {
+		stopReading()
+		for range pages { // let the reader exit
+		}
+	}()
+
+	for p := range pages {
+		fetched := time.Now()
+		if p.end && !c.draining {
+			if err := c.s.saveShard(hctx, ShardProgress{ShardID: c.shard, State: StateDraining}, StateActive); err != nil {
+				return false, err
+			}
+			c.draining = true
+		}
+		if len(p.children) > 0 {
+			select {
+			case c.hint <- struct{}{}:
+			default:
+			}
+		}
+		if err := c.deliver(hctx, p, fetched); err != nil {
+			return false, err
+		}
+		if p.end {
+			l.log.Info("shard completed", "shard", c.shard)
+			return true, nil
+		}
+		if gctx.Err() != nil {
+			return false, nil // stop after the in-flight batch
+		}
+	}
+	if err := <-readErr; err != nil && gctx.Err() == nil {
+		return false, err
+	}
+	return false, nil
+}
+
+// deliver hands one page to the Sink with bounded retries and commits its
+// checkpoint once the Sink accepted it.
+func (c *consumer) deliver(ctx context.Context, p page, fetched time.Time) error {
+	l := c.s.l
+	b := Batch{Stream: l.cfg.Stream, ShardID: c.shard, Records: make([]Record, len(p.records)), MillisBehindLatest: p.millisBehind}
+	var bytes int64
+	for i, r := range p.records {
+		b.Records[i] = Record{
+			Data:           r.Data,
+			PartitionKey:   aws.ToString(r.PartitionKey),
+			SequenceNumber: aws.ToString(r.SequenceNumber),
+			ArrivalTime:    aws.ToTime(r.ApproximateArrivalTimestamp),
+		}
+		bytes += int64(len(r.Data) + len(aws.ToString(r.PartitionKey)))
+	}
+	update := ShardProgress{ShardID: c.shard}
+	switch {
+	case p.end:
+		b.Checkpoint = scan.ShardEnd()
+		update.State, update.Position = StateCompleted, scan.ShardEnd()
+	case len(p.records) > 0:
+		b.Checkpoint = scan.AfterSequence(lastSequence(p.records))
+		update.Position = b.Checkpoint
+	default:
+		return nil
+	}
+	attempts := 0
+	if len(b.Records) > 0 || l.tx != nil {
+		policy := backoff.Policy{Base: l.cfg.SinkBackoff, Max: DefaultMaxSinkBackoff, Jitter: backoff.EqualJitter}
+		for {
+			attempts++
+			err := deliverSafely(ctx, l.cfg.Sink, b)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if attempts > l.cfg.SinkRetries {
+				return fmt.Errorf("kinesisload: stream %s, shard %s: the sink refused the batch of %d records ending at %v, %d times: %w",
+					b.Stream, b.ShardID, len(b.Records), b.Checkpoint, attempts, err)
+			}
+			wait := policy.Delay(attempts)
+			l.log.Warn("sink refused a batch; retrying", "shard", c.shard, "attempt", attempts, "wait", wait, "err", err)
+			l.hooks.onRetry(Retry{Stream: b.Stream, ShardID: b.ShardID, Op: "Deliver", Attempt: attempts, Backoff: wait, Err: err})
+			if err := backoff.Sleep(ctx, wait); err != nil {
+				return err
+			}
+		}
+	}
+	from := StateActive
+	if c.draining {
+		from = StateDraining
+	}
+	if err := c.s.saveShard(ctx, update, from); err != nil {
+		return err
+	}
+	if len(b.Records) > 0 {
+		l.hooks.onDelivered(BatchDelivered{Stream: b.Stream, ShardID: b.ShardID, Records: len(b.Records), Bytes: bytes,
+			MillisBehindLatest: p.millisBehind, Latency: time.Since(fetched), Attempts: attempts})
+	}
+	return nil
+}
+
+// deliverSafely calls the Sink and turns a panic into an error, so that a
+// bad Sink stops the Loader with the shard named instead of crashing the
+// host process in one of the Loader's goroutines.
+func deliverSafely(ctx context.Context, sink Sink, b Batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("kinesisload: the sink panicked: %v", r)
+		}
+	}()
+	return sink.Deliver(ctx, b)
+}
+
+func lastSequence(rs []types.Record) string {
+	return aws.ToString(rs[len(rs)-1].SequenceNumber)
+}
+
+// saveShard saves one shard's update and reports a state change to the
+// hooks. Consume loops call it concurrently; the topology is not touched
+// (the scheduler applies completions itself).
+func (s *session) saveShard(ctx context.Context, u ShardProgress, from ShardState) error {
+	if err := s.store.Save(ctx, s.l.cfg.Stream, []ShardProgress{u}); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return err
+		}
+		return fmt.Errorf("kinesisload: stream %s, shard %s: saving progress: %w", s.l.cfg.Stream, u.ShardID, err)
+	}
+	if u.State != 0 && u.State != from {
+		s.l.hooks.onState(ShardStateChanged{Stream: s.l.cfg.Stream, ShardID: u.ShardID, From: from, To: u.State})
+	}
+	return nil
+}

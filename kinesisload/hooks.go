@@ -1,0 +1,180 @@
+package kinesisload
+
+import "time"
+
+// Hook is any value that implements one or more of the Hook* interfaces
+// below; give hooks to the Loader with [WithHooks]. Every hook method is
+// called synchronously from the Loader's goroutines: it must be fast, must
+// not block, and must be safe for concurrent use.
+type Hook any
+
+// HookBatchDelivered is called after the Sink accepted a batch and its
+// checkpoint is durable.
+type HookBatchDelivered interface {
+	OnBatchDelivered(BatchDelivered)
+}
+
+// BatchDelivered describes one committed batch.
+type BatchDelivered struct {
+	Stream, ShardID string
+	Records         int
+	Bytes           int64
+	// MillisBehindLatest is how far the batch was behind the shard's tip.
+	MillisBehindLatest int64
+	// Latency is the time from the read that returned the batch to the
+	// durable commit of its checkpoint.
+	Latency time.Duration
+	// Attempts is how many times the Sink was called for this batch.
+	Attempts int
+}
+
+// HookShardState is called when a shard's durable state changes.
+type HookShardState interface {
+	OnShardState(ShardStateChanged)
+}
+
+// ShardStateChanged describes a durable change of a shard's state.
+type ShardStateChanged struct {
+	Stream, ShardID string
+	From, To        ShardState
+}
+
+// HookInitResolved is called after initialisation journaled its batch and
+// before any shard is read.
+type HookInitResolved interface {
+	OnInitResolved(InitResolved)
+}
+
+// InitResolved describes a finished initialisation.
+type InitResolved struct {
+	Stream string
+	// Resolved is how many LATEST positions were resolved by scanning,
+	// Reused how many tracked shards kept a stored position.
+	Resolved, Reused int
+	Duration         time.Duration
+}
+
+// HookThrottled is called when Kinesis refused a call for exceeding a
+// limit; the Loader backs off and tries again.
+type HookThrottled interface {
+	OnThrottled(Throttled)
+}
+
+// Throttled describes one throttled call.
+type Throttled struct {
+	Stream, ShardID string
+	Op              string
+	Backoff         time.Duration
+	Err             error
+}
+
+// HookRetry is called before a failed call or delivery is tried again.
+type HookRetry interface {
+	OnRetry(Retry)
+}
+
+// Retry describes one retry.
+type Retry struct {
+	Stream, ShardID string
+	// Op is the failed operation: "GetRecords", "GetShardIterator",
+	// "ListShards", "Deliver".
+	Op      string
+	Attempt int
+	Backoff time.Duration
+	Err     error
+}
+
+// HookIteratorRenewed is called when a shard's iterator expired and a new
+// one was taken after the last record read.
+type HookIteratorRenewed interface {
+	OnIteratorRenewed(IteratorRenewed)
+}
+
+// IteratorRenewed describes one renewal.
+type IteratorRenewed struct {
+	Stream, ShardID string
+	// From is the position of the new iterator.
+	From string
+}
+
+// hooks fans events out to the hooks that implement each interface.
+type hooks struct {
+	delivered []HookBatchDelivered
+	state     []HookShardState
+	init      []HookInitResolved
+	throttled []HookThrottled
+	retry     []HookRetry
+	renewed   []HookIteratorRenewed
+}
+
+func newHooks(hs []Hook) (hooks, int) {
+	var h hooks
+	used := 0
+	for _, x := range hs {
+		n := 0
+		if v, ok := x.(HookBatchDelivered); ok {
+			h.delivered = append(h.delivered, v)
+			n++
+		}
+		if v, ok := x.(HookShardState); ok {
+			h.state = append(h.state, v)
+			n++
+		}
+		if v, ok := x.(HookInitResolved); ok {
+			h.init = append(h.init, v)
+			n++
+		}
+		if v, ok := x.(HookThrottled); ok {
+			h.throttled = append(h.throttled, v)
+			n++
+		}
+		if v, ok := x.(HookRetry); ok {
+			h.retry = append(h.retry, v)
+			n++
+		}
+		if v, ok := x.(HookIteratorRenewed); ok {
+			h.renewed = append(h.renewed, v)
+			n++
+		}
+		if n > 0 {
+			used++
+		}
+	}
+	return h, used
+}
+
+func (h *hooks) onDelivered(e BatchDelivered) {
+	for _, x := range h.delivered {
+		x.OnBatchDelivered(e)
+	}
+}
+
+func (h *hooks) onState(e ShardStateChanged) {
+	for _, x := range h.state {
+		x.OnShardState(e)
+	}
+}
+
+func (h *hooks) onInit(e InitResolved) {
+	for _, x := range h.init {
+		x.OnInitResolved(e)
+	}
+}
+
+func (h *hooks) onThrottled(e Throttled) {
+	for _, x := range h.throttled {
+		x.OnThrottled(e)
+	}
+}
+
+func (h *hooks) onRetry(e Retry) {
+	for _, x := range h.retry {
+		x.OnRetry(e)
+	}
+}
+
+func (h *hooks) onRenewed(e IteratorRenewed) {
+	for _, x := range h.renewed {
+		x.OnIteratorRenewed(e)
+	}
+}

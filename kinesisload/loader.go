@@ -1,0 +1,321 @@
+package kinesisload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/tidemark/tidemark/internal/backoff"
+	"github.com/tidemark/tidemark/internal/kerr"
+	"github.com/tidemark/tidemark/journal"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// Errors of the Loader.
+var (
+	// ErrClosed is returned by Run after Close, and by Run on a Loader
+	// that was closed before it ran.
+	ErrClosed = errors.New("kinesisload: loader closed")
+	// ErrRunning is returned by Run when the Loader is already running.
+	ErrRunning = errors.New("kinesisload: loader already running")
+)
+
+// Loader loads one Kinesis stream into a [Sink]. Create it with [New], run
+// it with [Run], stop it with [Loader.Close].
+type Loader struct {
+	cfg   Config
+	opt   options
+	log   *slog.Logger
+	hooks hooks
+	tx    TransactionalSink // cfg.Sink, when it is transactional
+
+	mu       sync.Mutex
+	running  bool
+	paused   bool
+	closed   bool
+	wake     chan struct{} // closed and replaced on Pause, Resume, Close
+	graceful context.CancelFunc
+	hard     context.CancelFunc
+	done     chan struct{} // closed when Run returns
+}
+
+// New validates cfg and the options and returns a Loader. Every invalid
+// field is reported by name and value, wrapped in [ErrInvalidConfig].
+func New(cfg Config, opts ...Option) (*Loader, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var o options
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: a nil Option", ErrInvalidConfig)
+		}
+		opt.apply(&o)
+	}
+	if o.store == nil && cfg.Dir == "" {
+		return nil, fmt.Errorf("%w: Dir = \"\": a journal directory is required unless WithStore is given", ErrInvalidConfig)
+	}
+	for i, h := range o.hooks {
+		if _, n := newHooks([]Hook{h}); n == 0 {
+			return nil, fmt.Errorf("%w: WithHooks argument %d (%T) implements no Hook interface", ErrInvalidConfig, i, h)
+		}
+	}
+	if o.logger == nil {
+		o.logger = slog.Default()
+	}
+	l := &Loader{
+		cfg:  cfg.withDefaults(),
+		opt:  o,
+		log:  o.logger.With("stream", cfg.Stream),
+		wake: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	l.hooks, _ = newHooks(o.hooks)
+	l.tx, _ = cfg.Sink.(TransactionalSink)
+	return l, nil
+}
+
+// Run initialises the Loader and then loads the stream until ctx ends, a
+// fatal error happens, or [Loader.Close] is called; it returns ctx.Err(),
+// the error, or [ErrClosed]. Initialisation resolves every tracked shard's
+// LATEST into a concrete position and journals the whole batch before any
+// shard is read. While paused, Run waits for [Loader.Resume].
+//
+// Run may be called once at a time; after it returns it may be called again
+// unless the Loader was closed.
+func (l *Loader) Run(ctx context.Context) (err error) {
+	l.mu.Lock()
+	switch {
+	case l.closed:
+		l.mu.Unlock()
+		return ErrClosed
+	case l.running:
+		l.mu.Unlock()
+		return ErrRunning
+	}
+	l.running = true
+	done := make(chan struct{})
+	l.done = done
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.running = false
+		l.mu.Unlock()
+		close(done)
+	}()
+
+	client := l.opt.client
+	if client == nil {
+		awsCfg, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			return fmt.Errorf("kinesisload: loading the AWS configuration: %w", err)
+		}
+		client = kinesis.NewFromConfig(awsCfg)
+	}
+	resolver := l.opt.resolver
+	if resolver == nil {
+		if resolver, err = scan.NewResolver(scan.Config{}); err != nil {
+			return err
+		}
+	}
+	store := l.opt.store
+	if store == nil {
+		j, err := journal.Open(l.cfg.Dir, journal.DefaultConfig())
+		if err != nil {
+			return fmt.Errorf("kinesisload: opening the journal: %w", err)
+		}
+		defer func() {
+			if cerr := j.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("kinesisload: closing the journal: %w", cerr)
+			}
+		}()
+		if store, err = NewJournalStore(ctx, j, 0); err != nil {
+			return err
+		}
+	}
+	env := &session{l: l, client: client, resolver: resolver, store: store}
+	for {
+		if err := l.waitRunnable(ctx); err != nil {
+			return err
+		}
+		gctx, hctx, gstop, ok := l.startSession(ctx)
+		if !ok {
+			continue // paused or closed between the wait and now
+		}
+		err := env.run(gctx, hctx, gstop)
+		l.endSession()
+		switch {
+		case err != nil:
+			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+	}
+}
+
+// waitRunnable waits while the Loader is paused; it returns ErrClosed once
+// closed and ctx.Err() when ctx ends.
+func (l *Loader) waitRunnable(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		closed, paused, wake := l.closed, l.paused, l.wake
+		l.mu.Unlock()
+		switch {
+		case closed:
+			return ErrClosed
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case !paused:
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// startSession makes the contexts of one session: gctx ends on a graceful
+// stop (Pause, Close: stop reading, finish in-flight batches), hctx on a
+// hard one (ctx ends, or Close's context ends first).
+func (l *Loader) startSession(ctx context.Context) (gctx, hctx context.Context, gstop context.CancelFunc, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.paused {
+		return nil, nil, nil, false
+	}
+	hctx, l.hard = context.WithCancel(ctx)
+	gctx, l.graceful = context.WithCancel(hctx)
+	return gctx, hctx, l.graceful, true
+}
+
+func (l *Loader) endSession() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.graceful()
+	l.hard()
+	l.graceful, l.hard = nil, nil
+}
+
+// signal wakes Run's wait after a change of paused or closed. Called with
+// l.mu held.
+func (l *Loader) signal() {
+	close(l.wake)
+	l.wake = make(chan struct{})
+}
+
+// Pause stops reading: a pending initialisation is cancelled and publishes
+// nothing, in-flight batches finish and commit, and no new record is read
+// until [Loader.Resume]. Pause does not wait.
+func (l *Loader) Pause() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.paused || l.closed {
+		return
+	}
+	l.paused = true
+	if l.graceful != nil {
+		l.graceful()
+	}
+	l.signal()
+}
+
+// Resume undoes [Loader.Pause]: Run initialises again (nothing is resolved
+// twice: what was journaled is reused) and reading goes on.
+func (l *Loader) Resume() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.paused {
+		return
+	}
+	l.paused = false
+	l.signal()
+}
+
+// Close stops the Loader like [net/http.Server.Shutdown]: it stops reading
+// new records, lets in-flight batches finish and commit, and waits for Run
+// to return. If ctx ends first, Close cancels the in-flight deliveries
+// (their batches are not committed and will be delivered again) and returns
+// ctx.Err(). Run then returns [ErrClosed]; so does every later Run.
+func (l *Loader) Close(ctx context.Context) error {
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		if l.graceful != nil {
+			l.graceful()
+		}
+		l.signal()
+	}
+	running, done := l.running, l.done
+	l.mu.Unlock()
+	if !running {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		l.mu.Lock()
+		if l.hard != nil {
+			l.hard()
+		}
+		l.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// listShards returns every shard of the stream, following the pages. No
+// ShardFilter is used: lineage needs the closed parents as well as the
+// open shards, and every retained shard is exactly what an unfiltered list
+// returns.
+func listShards(ctx context.Context, c scan.Client, stream string, timeout time.Duration) ([]types.Shard, error) {
+	var shards []types.Shard
+	in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
+	for {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		out, err := c.ListShards(cctx, in)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		shards = append(shards, out.Shards...)
+		if out.NextToken == nil || *out.NextToken == "" {
+			return shards, nil
+		}
+		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
+	}
+}
+
+// listShardsRetrying lists shards, retrying retryable errors a bounded
+// number of times.
+func (s *session) listShards(ctx context.Context) ([]types.Shard, error) {
+	const attempts = 5
+	for attempt := 1; ; attempt++ {
+		shards, err := listShards(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
+		if err == nil {
+			return shards, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !kerr.IsRetryable(err) || attempt == attempts {
+			return nil, fmt.Errorf("kinesisload: stream %s: ListShards: %w", s.l.cfg.Stream, err)
+		}
+		wait := backoff.Policy{Base: time.Second, Max: 30 * time.Second, Jitter: backoff.EqualJitter}.Delay(attempt)
+		s.l.hooks.onRetry(Retry{Stream: s.l.cfg.Stream, Op: "ListShards", Attempt: attempt, Backoff: wait, Err: err})
+		if kerr.IsThrottled(err) {
+			s.l.hooks.onThrottled(Throttled{Stream: s.l.cfg.Stream, Op: "ListShards", Backoff: wait, Err: err})
+		}
+		if err := backoff.Sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package kinesisload
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tidemark/tidemark/scan"
+)
+
+// ShardState is where a shard is in its life as the Loader sees it. States
+// only move forward, in the order of the constants.
+type ShardState uint8
+
+// The shard states.
+const (
+	// StateDiscovered: the shard is known (from ListShards) but its
+	// place in the lineage is not decided yet.
+	StateDiscovered ShardState = iota + 1
+	// StatePendingParent: a parent is not COMPLETED yet; the shard is
+	// not read.
+	StatePendingParent
+	// StateActive: every parent is COMPLETED; the shard is being read.
+	StateActive
+	// StateDraining: the shard is closed and its last record has been
+	// read; the commit covering it is not durable yet.
+	StateDraining
+	// StateCompleted: the commit covering the shard's last record is
+	// durable. Its children may be read.
+	StateCompleted
+)
+
+var stateNames = [...]string{
+	StateDiscovered:    "DISCOVERED",
+	StatePendingParent: "PENDING_PARENT",
+	StateActive:        "ACTIVE",
+	StateDraining:      "DRAINING",
+	StateCompleted:     "COMPLETED",
+}
+
+// String returns the state's name, such as "ACTIVE".
+func (s ShardState) String() string {
+	if s == 0 || int(s) >= len(stateNames) {
+		return fmt.Sprintf("ShardState(%d)", uint8(s))
+	}
+	return stateNames[s]
+}
+
+// MarshalText implements [encoding.TextMarshaler].
+func (s ShardState) MarshalText() ([]byte, error) {
+	if s == 0 || int(s) >= len(stateNames) {
+		return nil, fmt.Errorf("kinesisload: invalid shard state %d", uint8(s))
+	}
+	return []byte(s.String()), nil
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler].
+func (s *ShardState) UnmarshalText(b []byte) error {
+	for i := StateDiscovered; i <= StateCompleted; i++ {
+		if strings.EqualFold(string(b), stateNames[i]) {
+			*s = i
+			return nil
+		}
+	}
+	return fmt.Errorf("kinesisload: unknown shard state %q", b)
+}
+
+// ShardProgress is the durable record of one shard: its lineage, its state
+// and where reading resumes.
+type ShardProgress struct {
+	// ShardID names the shard.
+	ShardID string `json:"id"`
+	// Parents are the shard's parents as ListShards reported them: none,
+	// one after a split, two after a merge.
+	Parents []string `json:"parents,omitempty"`
+	// State is the shard's state; zero means "no change" in an update.
+	State ShardState `json:"state,omitempty"`
+	// Position is where reading resumes: AFTER_SEQUENCE_NUMBER of the last
+	// committed record, a start position, or SHARD_END once COMPLETED. The
+	// zero Position means "no change" in an update.
+	Position scan.Position `json:"pos"`
+}
+
+// MarshalJSON and friends come from the fields' text marshalers; a zero
+// Position is encoded as an empty string.
+
+// merge returns the progress after applying update u to the stored p. It
+// never moves a shard back: states only advance, and a position is replaced
+// only by one further along (see positionRank). merge is commutative,
+// associative and idempotent over updates of one shard, so replaying a
+// journal in any order, any number of times, gives the same result.
+func merge(p, u ShardProgress) ShardProgress {
+	out := p
+	out.ShardID = u.ShardID
+	for _, id := range u.Parents {
+		if !slices.Contains(out.Parents, id) {
+			out.Parents = append(slices.Clip(out.Parents), id)
+		}
+	}
+	slices.Sort(out.Parents)
+	if u.State > out.State {
+		out.State = u.State
+	}
+	if further(u.Position, out.Position) {
+		out.Position = u.Position
+	}
+	return out
+}
+
+// positionRank orders positions by how much they say about progress: an
+// unset position, then the symbolic LATEST, then the fixed starts
+// (TRIM_HORIZON, AT_TIMESTAMP), then positions at a record, then SHARD_END.
+func positionRank(p scan.Position) int {
+	switch p.Kind {
+	case scan.KindLatest:
+		return 1
+	case scan.KindTrimHorizon, scan.KindAtTimestamp:
+		return 2
+	case scan.KindAtSequence, scan.KindAfterSequence:
+		return 3
+	case scan.KindShardEnd:
+		return 4
+	}
+	return 0
+}
+
+// further reports whether a is further along than b, so that a stored b
+// may be replaced by a. Two fixed starts are not ordered: the stored one
+// stays. Between record positions the larger sequence number wins, and
+// AFTER x is further than AT x.
+func further(a, b scan.Position) bool {
+	ra, rb := positionRank(a), positionRank(b)
+	if ra != rb {
+		return ra > rb
+	}
+	if ra != 3 {
+		return false
+	}
+	if c := scan.CompareSequence(a.Sequence, b.Sequence); c != 0 {
+		return c > 0
+	}
+	return a.Kind == scan.KindAfterSequence && b.Kind == scan.KindAtSequence
+}

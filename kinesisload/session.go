@@ -1,0 +1,236 @@
+package kinesisload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tidemark/tidemark/scan"
+)
+
+// session is one run of initialisation and consumption, from a start or a
+// Resume to a stop, a Pause or a fatal error.
+type session struct {
+	l        *Loader
+	client   scan.Client
+	resolver *scan.Resolver
+	store    PositionStore
+}
+
+// shardDone is what a consume loop reports when it returns.
+type shardDone struct {
+	id        string
+	completed bool // the shard's COMPLETED state is durable
+	err       error
+}
+
+// run initialises and then schedules consume loops until gctx ends
+// (returns nil: a graceful stop) or a loop fails (returns its error).
+// Every goroutine it started has exited when it returns.
+func (s *session) run(gctx, hctx context.Context, stop context.CancelFunc) error {
+	t, err := s.initialise(gctx)
+	if err != nil {
+		if gctx.Err() != nil && errors.Is(err, gctx.Err()) {
+			return nil // stopped during initialisation: nothing was published
+		}
+		return err
+	}
+	return s.schedule(gctx, hctx, stop, t)
+}
+
+// initialise builds the topology, resolves every LATEST into a concrete
+// position and saves the batch as one atomic step, before any shard is read.
+func (s *session) initialise(ctx context.Context) (*topology, error) {
+	l, stream := s.l, s.l.cfg.Stream
+	began := time.Now()
+	stored, err := s.store.Load(ctx, stream)
+	if err != nil {
+		return nil, fmt.Errorf("kinesisload: stream %s: loading progress: %w", stream, err)
+	}
+	var fromSink []ShardProgress
+	if l.tx != nil {
+		cps, err := l.tx.Checkpoints(ctx, stream)
+		if err != nil {
+			return nil, fmt.Errorf("kinesisload: stream %s: loading the sink's checkpoints: %w", stream, err)
+		}
+		for id, pos := range cps {
+			if err := pos.Validate(); err != nil {
+				return nil, fmt.Errorf("kinesisload: stream %s, shard %s: the sink's checkpoint: %w", stream, id, err)
+			}
+			u := ShardProgress{ShardID: id, Position: pos}
+			if pos.Kind == scan.KindShardEnd {
+				u.State = StateCompleted
+			}
+			stored[id] = merge(stored[id], u)
+			fromSink = append(fromSink, u)
+		}
+	}
+	t := newTopology(stream, l.cfg.StartPosition, l.cfg.Shards, stored)
+	shards, err := s.listShards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	updates, err := t.observe(shards)
+	if err != nil {
+		return nil, err
+	}
+	// A shard the sink completed may release its children.
+	t.apply(fromSink)
+	pending := t.unresolved()
+	if len(pending) > 0 {
+		l.log.Info("resolving LATEST", "shards", len(pending))
+		results, err := s.resolver.Resolve(ctx, scan.Request{Client: s.client, Stream: stream, Shards: pending})
+		if err != nil {
+			return nil, fmt.Errorf("kinesisload: stream %s: initialisation: %w", stream, err)
+		}
+		for _, r := range results {
+			l.log.Debug("resolved", "shard", r.Shard, "position", r.Position, "calls", r.Stats.Calls, "bytes", r.Stats.Bytes)
+			t.nodes[r.Shard].Position = r.Position
+		}
+		for i, u := range updates {
+			if n := t.nodes[u.ShardID]; n != nil {
+				updates[i].Position = n.Position
+			}
+		}
+	}
+	updates = append(updates, fromSink...)
+	updates = append(updates, t.activate()...)
+	// The one record that publishes the batch: until it is durable no
+	// shard is read, and if it never becomes durable nothing was published.
+	if err := s.save(ctx, t, updates); err != nil {
+		return nil, err
+	}
+	l.hooks.onInit(InitResolved{Stream: stream, Resolved: len(pending), Reused: len(t.nodes) - len(pending), Duration: time.Since(began)})
+	l.log.Info("initialised", "resolved", len(pending), "shards", len(t.nodes), "took", time.Since(began))
+	// The topology may have changed while the batch was resolved (a split
+	// or merge of a shard being scanned): list again before reading.
+	if len(pending) > 0 {
+		if err := s.refresh(ctx, t); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// save makes updates durable, then applies them to the topology and tells
+// the hooks about state changes.
+func (s *session) save(ctx context.Context, t *topology, updates []ShardProgress) error {
+	if len(updates) == 0 {
+		return nil
+	}
+	before := make(map[string]ShardState, len(updates))
+	for _, u := range updates {
+		if n := t.nodes[u.ShardID]; n != nil {
+			before[u.ShardID] = n.State
+		}
+	}
+	if err := s.store.Save(ctx, t.stream, updates); err != nil {
+		return fmt.Errorf("kinesisload: stream %s: saving progress: %w", t.stream, err)
+	}
+	t.apply(updates)
+	for _, u := range updates {
+		if u.State != 0 && u.State != before[u.ShardID] && t.nodes[u.ShardID].State == u.State {
+			s.l.hooks.onState(ShardStateChanged{Stream: t.stream, ShardID: u.ShardID, From: before[u.ShardID], To: u.State})
+		}
+	}
+	return nil
+}
+
+// refresh lists the shards, saves the new ones and activates the children
+// whose parents are complete.
+func (s *session) refresh(ctx context.Context, t *topology) error {
+	shards, err := s.listShards(ctx)
+	if err != nil {
+		return err
+	}
+	updates, err := t.observe(shards)
+	if err != nil {
+		return err
+	}
+	if err := s.save(ctx, t, updates); err != nil {
+		return err
+	}
+	return s.save(ctx, t, t.activate())
+}
+
+// schedule runs one consume loop per runnable shard, starts children when
+// their parents complete, and lists shards periodically, until gctx ends or
+// a loop fails. It waits for every loop before it returns.
+func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc, t *topology) error {
+	done := make(chan shardDone)
+	hint := make(chan struct{}, 1)
+	running := map[string]bool{}
+	start := func() {
+		for _, id := range t.runnable() {
+			if running[id] {
+				continue
+			}
+			running[id] = true
+			c := &consumer{s: s, shard: id, from: t.nodes[id].Position, draining: t.nodes[id].State == StateDraining, hint: hint}
+			go func() {
+				completed, err := c.run(gctx, hctx)
+				done <- shardDone{id: id, completed: completed, err: err}
+			}()
+		}
+	}
+	start()
+	ticker := time.NewTicker(s.l.cfg.ListShardsInterval)
+	defer ticker.Stop()
+	var fatal error
+	stop := func(err error) {
+		if fatal == nil && err != nil {
+			fatal = err
+		}
+		gstop()
+	}
+	stopping := func() bool { return gctx.Err() != nil || fatal != nil }
+	for {
+		if stopping() && len(running) == 0 {
+			return fatal
+		}
+		select {
+		case d := <-done:
+			delete(running, d.id)
+			switch {
+			case d.err != nil && !(errors.Is(d.err, context.Canceled) && gctx.Err() != nil):
+				stop(d.err)
+			case d.completed && !stopping():
+				t.apply([]ShardProgress{{ShardID: d.id, State: StateCompleted, Position: scan.ShardEnd()}})
+				if err := s.save(gctx, t, t.activate()); err != nil {
+					stop(err)
+					continue
+				}
+				start()
+			}
+		case <-ticker.C:
+			if stopping() {
+				continue
+			}
+			if err := s.refresh(gctx, t); err != nil && gctx.Err() == nil {
+				stop(err)
+				continue
+			}
+			start()
+		case <-hint:
+			if stopping() {
+				continue
+			}
+			if err := s.refresh(gctx, t); err != nil && gctx.Err() == nil {
+				stop(err)
+				continue
+			}
+			start()
+		case <-gctx.Done():
+			// Wait for the loops: they finish their in-flight batch.
+			for len(running) > 0 {
+				d := <-done
+				delete(running, d.id)
+				if d.err != nil && !errors.Is(d.err, context.Canceled) && fatal == nil {
+					fatal = d.err
+				}
+			}
+			return fatal
+		}
+	}
+}

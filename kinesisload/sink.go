@@ -1,0 +1,84 @@
+package kinesisload
+
+import (
+	"context"
+	"time"
+
+	"github.com/tidemark/tidemark/scan"
+)
+
+// Record is one Kinesis record as the Loader hands it to a [Sink].
+type Record struct {
+	// Data is the record's payload. The Sink may keep it.
+	Data []byte
+	// PartitionKey is the key the producer gave.
+	PartitionKey string
+	// SequenceNumber identifies the record within its shard; it grows
+	// with every record (compare with [scan.CompareSequence]).
+	SequenceNumber string
+	// SubSequenceNumber is the record's index inside a KPL-aggregated
+	// record. tidemark does not de-aggregate yet, so it is always 0.
+	SubSequenceNumber int64
+	// ArrivalTime is when Kinesis accepted the record
+	// (ApproximateArrivalTimestamp), in milliseconds.
+	ArrivalTime time.Time
+}
+
+// Batch is a run of consecutive records of one shard, in shard order.
+type Batch struct {
+	// Stream and ShardID name where the records come from.
+	Stream  string
+	ShardID string
+	// Records are the records, in shard order. Empty only in the batch
+	// that ends a closed shard for a [TransactionalSink].
+	Records []Record
+	// Checkpoint is where reading this shard resumes once this batch is
+	// stored: AFTER_SEQUENCE_NUMBER of the last record, or SHARD_END when
+	// the batch ends a closed shard. A [TransactionalSink] stores it in
+	// the same transaction as the records.
+	Checkpoint scan.Position
+	// MillisBehindLatest is how far the batch's last record was behind
+	// the shard's tip when it was read.
+	MillisBehindLatest int64
+}
+
+// Sink is the user's destination.
+//
+// Deliver stores b and returns nil only when b is safely stored: the Loader
+// then commits b.Checkpoint, and will not deliver those records again unless
+// the process crashes before the commit is durable (delivery is at least
+// once; see [TransactionalSink] for exactly once). Deliver is called
+// concurrently for different shards, never concurrently for one shard, and a
+// shard's batches come in shard order; a parent shard's last batch is
+// committed before any batch of its children is delivered.
+//
+// An error makes the Loader retry the same batch with bounded backoff
+// (Config.SinkRetries); when the retries are exhausted the Loader stops with
+// an error naming the shard, and commits nothing after the last accepted
+// batch. Deliver must honour ctx: it is cancelled when the Loader is stopped
+// hard.
+type Sink interface {
+	Deliver(ctx context.Context, b Batch) error
+}
+
+// SinkFunc adapts a function to the [Sink] interface.
+type SinkFunc func(ctx context.Context, b Batch) error
+
+// Deliver calls f(ctx, b).
+func (f SinkFunc) Deliver(ctx context.Context, b Batch) error { return f(ctx, b) }
+
+// TransactionalSink is a [Sink] that stores each batch's Checkpoint in the
+// same transaction as its records, and can load the checkpoints back. With
+// one, delivery is exactly once: on start the Loader loads the Sink's
+// checkpoints and, for every shard, resumes from the furthest of the Sink's
+// and its own journal's, never moving back. A shard whose checkpoint is
+// SHARD_END is complete.
+//
+// A TransactionalSink also receives the batch that ends a closed shard when
+// it holds no records, so that SHARD_END is stored.
+type TransactionalSink interface {
+	Sink
+	// Checkpoints returns the checkpoint last stored for every shard of
+	// stream: an empty map, not an error, when none is stored.
+	Checkpoints(ctx context.Context, stream string) (map[string]scan.Position, error)
+}

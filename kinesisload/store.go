@@ -1,0 +1,206 @@
+package kinesisload
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/tidemark/tidemark/journal"
+)
+
+// PositionStore is the durable per-shard progress of the Loader: lineage,
+// state and position of every shard it tracks. The default,
+// [JournalStore], keeps it in a [journal.Journal].
+//
+// Implementations must be safe for concurrent use.
+type PositionStore interface {
+	// Load returns the stored progress of every shard of stream, keyed
+	// by shard ID: an empty map, not an error, when nothing is stored.
+	// The caller may modify the map it gets.
+	Load(ctx context.Context, stream string) (map[string]ShardProgress, error)
+
+	// Save durably applies every update to stream's progress as one
+	// atomic step: after Save returns nil they survive a crash; after a
+	// crash during Save, Load sees all of them or none. Each update is
+	// merged into the stored progress of its shard and never moves it
+	// back: a state only advances, a position is replaced only by one
+	// further along (LATEST < TRIM_HORIZON or AT_TIMESTAMP < a record
+	// position, by sequence number < SHARD_END), and parents accumulate.
+	// So Save is idempotent, and updates may be saved in any order.
+	Save(ctx context.Context, stream string, updates []ShardProgress) error
+}
+
+// Errors of the position store.
+var (
+	// ErrStoreCorrupt is wrapped when a stored record cannot be decoded.
+	ErrStoreCorrupt = errors.New("kinesisload: position store record cannot be decoded")
+)
+
+// JournalStore is the default [PositionStore]: every Save is one durable
+// journal record, and a snapshot of the whole state is taken every
+// SnapshotEvery saves so the journal stays short.
+type JournalStore struct {
+	j     journal.Journal
+	every uint64
+
+	mu      sync.Mutex
+	streams map[string]map[string]ShardProgress
+	// applied holds the indexes applied above done: every index <= done
+	// is applied, so a snapshot at done covers exactly what it says.
+	done     uint64
+	applied  map[uint64]bool
+	lastSnap uint64
+	snapping bool // a snapshot is being written
+}
+
+var _ PositionStore = (*JournalStore)(nil)
+
+// DefaultSnapshotEvery is how many saves a [JournalStore] lets accumulate
+// before it takes a snapshot.
+const DefaultSnapshotEvery = 4096
+
+// storeRecord is one Save in the journal.
+type storeRecord struct {
+	Stream  string          `json:"stream"`
+	Updates []ShardProgress `json:"updates"`
+}
+
+// storeSnapshot is the whole state.
+type storeSnapshot struct {
+	Streams map[string]map[string]ShardProgress `json:"streams"`
+}
+
+// NewJournalStore replays j into memory and returns a store that saves into
+// it. snapshotEvery is the number of saves between snapshots; 0 means
+// [DefaultSnapshotEvery]. The caller keeps ownership of j and closes it
+// after the store is no longer used.
+func NewJournalStore(ctx context.Context, j journal.Journal, snapshotEvery uint64) (*JournalStore, error) {
+	if snapshotEvery == 0 {
+		snapshotEvery = DefaultSnapshotEvery
+	}
+	s := &JournalStore{j: j, every: snapshotEvery, streams: map[string]map[string]ShardProgress{}, applied: map[uint64]bool{}}
+	err := j.Replay(ctx, func(e journal.Entry) error {
+		if e.Snapshot {
+			var snap storeSnapshot
+			if err := json.Unmarshal(e.Data, &snap); err != nil {
+				return fmt.Errorf("%w: snapshot at index %d: %v", ErrStoreCorrupt, e.Index, err)
+			}
+			s.streams = snap.Streams
+			if s.streams == nil {
+				s.streams = map[string]map[string]ShardProgress{}
+			}
+			s.lastSnap = e.Index
+		} else {
+			var rec storeRecord
+			if err := json.Unmarshal(e.Data, &rec); err != nil {
+				return fmt.Errorf("%w: record %d: %v", ErrStoreCorrupt, e.Index, err)
+			}
+			s.apply(rec)
+		}
+		s.done = e.Index
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kinesisload: replaying the journal: %w", err)
+	}
+	return s, nil
+}
+
+func (s *JournalStore) apply(rec storeRecord) {
+	shards := s.streams[rec.Stream]
+	if shards == nil {
+		shards = map[string]ShardProgress{}
+		s.streams[rec.Stream] = shards
+	}
+	for _, u := range rec.Updates {
+		shards[u.ShardID] = merge(shards[u.ShardID], u)
+	}
+}
+
+// Load implements [PositionStore].
+func (s *JournalStore) Load(ctx context.Context, stream string) (map[string]ShardProgress, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]ShardProgress, len(s.streams[stream]))
+	for id, p := range s.streams[stream] {
+		p.Parents = append([]string(nil), p.Parents...)
+		out[id] = p
+	}
+	return out, nil
+}
+
+// Save implements [PositionStore]. Concurrent saves share the journal's
+// fsync.
+func (s *JournalStore) Save(ctx context.Context, stream string, updates []ShardProgress) error {
+	if len(updates) == 0 {
+		return nil
+	}
+	for _, u := range updates {
+		if u.ShardID == "" {
+			return fmt.Errorf("kinesisload: save to stream %s: an update has no shard ID", stream)
+		}
+		if u.Position.Kind != 0 {
+			if err := u.Position.Validate(); err != nil {
+				return fmt.Errorf("kinesisload: save to stream %s, shard %s: %w", stream, u.ShardID, err)
+			}
+		}
+	}
+	rec := storeRecord{Stream: stream, Updates: updates}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("kinesisload: save to stream %s: %w", stream, err)
+	}
+	idx, err := s.j.Append(ctx, data)
+	if err != nil {
+		return fmt.Errorf("kinesisload: save to stream %s: %w", stream, err)
+	}
+	s.mu.Lock()
+	s.apply(rec)
+	s.applied[idx] = true
+	for s.applied[s.done+1] {
+		delete(s.applied, s.done+1)
+		s.done++
+	}
+	var snap []byte
+	at := s.done
+	if at-s.lastSnap >= s.every && !s.snapping {
+		snap, err = json.Marshal(storeSnapshot{Streams: s.streams})
+		s.snapping = err == nil
+	}
+	s.mu.Unlock()
+	if snap == nil {
+		return nil
+	}
+	// The state may include records above at; replaying them again after
+	// the snapshot is harmless because merge is idempotent. The updates
+	// are durable whatever happens to the snapshot, so its failure is not
+	// this Save's: the next Save past the threshold tries again, and a
+	// journal that cannot write fails that Save's append.
+	err = s.j.Snapshot(ctx, at, snap)
+	s.mu.Lock()
+	s.snapping = false
+	if err == nil {
+		s.lastSnap = at
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Streams returns the names of the streams that have stored progress, for
+// tools that inspect a store.
+func (s *JournalStore) Streams() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sortedKeys(s.streams)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
