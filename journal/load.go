@@ -117,7 +117,7 @@ func load(dir string, maxRecord int) (*dirState, *damage, error) {
 			st.oldSnaps = append(st.oldSnaps, o.path)
 		}
 		if d, err := checkSnapshot(s); err != nil || d != nil {
-			return nil, d, err
+			return st, d, err
 		}
 	}
 
@@ -129,7 +129,7 @@ func load(dir string, maxRecord int) (*dirState, *damage, error) {
 	}
 	live := st.segs[st.covered:]
 	if len(live) > 0 && live[0].name.index > snapIndex+1 {
-		return nil, &damage{
+		return st, &damage{
 			err: &CorruptError{File: live[0].path, Offset: 0, Reason: fmt.Sprintf(
 				"records %d to %d are missing: the segment starts at index %d, the snapshot covers up to %d",
 				snapIndex+1, live[0].name.index-1, live[0].name.index, snapIndex)},
@@ -149,7 +149,7 @@ func load(dir string, maxRecord int) (*dirState, *damage, error) {
 				} else {
 					why = "missing segment: " + why
 				}
-				return nil, &damage{err: &CorruptError{File: prev.path, Offset: prev.size, Reason: why}, seg: pos - 1, cut: prev.size}, nil
+				return st, &damage{err: &CorruptError{File: prev.path, Offset: prev.size, Reason: why}, seg: pos - 1, cut: prev.size}, nil
 			}
 			if seg.name.index != prev.last+1 {
 				why := fmt.Sprintf("index gap: %s starts at index %d but the previous segment ends at %d",
@@ -158,17 +158,17 @@ func load(dir string, maxRecord int) (*dirState, *damage, error) {
 					why = fmt.Sprintf("duplicate records: %s starts at index %d but the previous segment ends at %d",
 						filepath.Base(seg.path), seg.name.index, prev.last)
 				}
-				return nil, &damage{err: &CorruptError{File: prev.path, Offset: prev.size, Reason: why}, seg: pos - 1, cut: prev.size}, nil
+				return st, &damage{err: &CorruptError{File: prev.path, Offset: prev.size, Reason: why}, seg: pos - 1, cut: prev.size}, nil
 			}
 		}
 		d, err := checkSegment(st, pos, isLast, maxRecord)
 		if err != nil || d != nil {
-			return nil, d, err
+			return st, d, err
 		}
 	}
 	if len(live) > 0 && st.last() < snapIndex {
 		lastSeg := live[len(live)-1]
-		return nil, &damage{
+		return st, &damage{
 			err: &CorruptError{File: lastSeg.path, Offset: lastSeg.size, Reason: fmt.Sprintf(
 				"the records end at index %d but snapshot %s covers up to %d", lastSeg.last, filepath.Base(st.snap.path), snapIndex)},
 			seg: st.covered, cut: 0,
