@@ -44,7 +44,7 @@ func TestRetentionMovesPositionsToTrimHorizon(t *testing.T) {
 	x.put("0", "b")
 	x.clock.Set(t0.Add(59 * time.Minute))
 	it := x.iter(shard0, types.ShardIteratorTypeTrimHorizon, "", nil) // positioned at a
-	x.clock.Set(t0.Add(61 * time.Minute))                               // a expires; the iterator is still valid
+	x.clock.Set(t0.Add(61 * time.Minute))                             // a expires; the iterator is still valid
 	if d := cmp.Diff([]string{"b"}, data(x.get(it, 0).Records)); d != "" {
 		t.Errorf("iterator at an expired record (-want +got):\n%s", d)
 	}
