@@ -158,11 +158,8 @@ func TestInvalidIterators(t *testing.T) {
 
 func TestGetRecordsLimitAndPaging(t *testing.T) {
 	x := newFixture(t, 1)
-	var want []string
 	for i := 0; i < 10; i++ {
-		d := string(rune('a' + i))
-		x.put("0", d)
-		want = append(want, d)
+		x.put("0", string(rune('a'+i)))
 	}
 	it := x.iter(shard0, types.ShardIteratorTypeTrimHorizon, "", nil)
 	var got [][]string
