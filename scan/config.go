@@ -42,6 +42,7 @@ const (
 	DefaultRetries       = 3
 	DefaultJitter        = 0.2
 	DefaultPageLimit     = 10000
+	DefaultHeadLimit     = 100
 	DefaultInitialWindow = time.Second
 	DefaultResolution    = 100 * time.Millisecond
 )
@@ -103,6 +104,12 @@ type Config struct {
 	// Kinesis maximum).
 	PageLimit int32
 
+	// HeadLimit is the Limit of the probe strategy's first read, from
+	// TRIM_HORIZON. A shard that holds fewer records is resolved by that
+	// one call; a larger one costs at most this many records more than
+	// with Limit 1. Default [DefaultHeadLimit] (100).
+	HeadLimit int32
+
 	// InitialWindow is the first window the probe strategy looks back from
 	// now; it doubles while it holds no record. Default
 	// [DefaultInitialWindow] (1 s).
@@ -158,6 +165,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: BatchTimeout = %v: must not be negative", ErrInvalidConfig, c.BatchTimeout)
 	case c.PageLimit < 0 || c.PageLimit > DefaultPageLimit:
 		return c, fmt.Errorf("%w: PageLimit = %d: must be 1 to %d, or 0 for the default", ErrInvalidConfig, c.PageLimit, DefaultPageLimit)
+	case c.HeadLimit < 0 || c.HeadLimit > DefaultPageLimit:
+		return c, fmt.Errorf("%w: HeadLimit = %d: must be 1 to %d, or 0 for the default", ErrInvalidConfig, c.HeadLimit, DefaultPageLimit)
 	case c.InitialWindow < 0:
 		return c, fmt.Errorf("%w: InitialWindow = %v: must not be negative", ErrInvalidConfig, c.InitialWindow)
 	case c.Resolution < 0:
@@ -203,6 +212,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PageLimit == 0 {
 		c.PageLimit = DefaultPageLimit
+	}
+	if c.HeadLimit == 0 {
+		c.HeadLimit = DefaultHeadLimit
 	}
 	if c.InitialWindow == 0 {
 		c.InitialWindow = DefaultInitialWindow

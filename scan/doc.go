@@ -52,9 +52,13 @@
 // GetRecords with Limit 1, following empty pages until it sees a record (yes,
 // and which) or reaches the tip (no). The scan:
 //
-//  1. probes TRIM_HORIZON: no record means the shard holds none, and the
-//     answer is TRIM_HORIZON, exactly the full scan's conclusion; otherwise
-//     the oldest record's arrival time is a lower bound lo;
+//  1. reads the head: the first page from TRIM_HORIZON, of at most
+//     [Config.HeadLimit] records (default 100), following empty pages. If
+//     that page is at the tip, it is the whole shard, and the answer is
+//     decided by the full scan's own rule: its last record, or TRIM_HORIZON
+//     when it holds none. Small and idle shards cost one read, as in the
+//     full scan. Otherwise the page's last record is the anchor (below) and
+//     its arrival time a lower bound lo;
 //  2. probes now, now-1s, now-2s, now-4s, ... (the window doubles while it
 //     holds nothing, [Config.InitialWindow]) until a probe finds a record or
 //     the window reaches lo; an empty probe at t sets the upper bound hi = t;
@@ -68,9 +72,13 @@
 //  5. reads from the anchor (AT_SEQUENCE_NUMBER) to the tip, with full pages.
 //
 // Steps 2 to 4 take O(log(history / resolution)) probes of one record each,
-// and step 5 reads the records that arrived within one resolution window
-// (plus whatever arrives during the scan), so the cost grows with the
-// logarithm of the history, not with the history.
+// step 1 reads at most HeadLimit records, and step 5 reads the records that
+// arrived within one resolution window (plus whatever arrives during the
+// scan), so the cost grows with the logarithm of the history, not with the
+// history. The price is a few dozen small calls where the full scan of a
+// tiny shard makes two; at the Kinesis limit of 5 GetRecords calls per
+// second per shard that is a few seconds per shard, against days for a
+// full week of history. Throttling is retried like any retryable error.
 //
 // # Why the probe strategy returns what the full scan returns
 //

@@ -219,6 +219,7 @@ func TestResolveRetries(t *testing.T) {
 			cfg := w.testConfig(st, 0)
 			cfg.CallTimeout = 20 * time.Millisecond
 			cfg.PageLimit = 5
+			cfg.HeadLimit = 1
 			var slept []time.Duration
 			sleep := cfg.Sleep
 			cfg.Sleep = func(ctx context.Context, d time.Duration) error {
@@ -330,7 +331,9 @@ func TestResolveExpiredIterator(t *testing.T) {
 		w.fake.Inject(kinesistest.Fault{Op: kinesistest.OpGetRecords, Nth: 2, Entered: entered, Block: release})
 		go func() { <-entered; w.clock.Advance(301 * time.Second); close(release) }()
 		c := &recorder{Client: w.fake}
-		res, err := newResolver(t, w.testConfig(scan.StrategyProbe, 0)).Resolve(context.Background(), scan.Request{Client: c, Stream: "s", Shards: []string{shard0}})
+		cfg := w.testConfig(scan.StrategyProbe, 0)
+		cfg.HeadLimit = 1
+		res, err := newResolver(t, cfg).Resolve(context.Background(), scan.Request{Client: c, Stream: "s", Shards: []string{shard0}})
 		if err != nil {
 			t.Fatalf("Resolve: %v", err)
 		}
@@ -363,6 +366,7 @@ func TestNewResolverRejects(t *testing.T) {
 		{scan.Config{BatchTimeout: -time.Second}, "BatchTimeout"},
 		{scan.Config{PageLimit: 10001}, "PageLimit"},
 		{scan.Config{PageLimit: -1}, "PageLimit"},
+		{scan.Config{HeadLimit: 10001}, "HeadLimit"},
 		{scan.Config{InitialWindow: -1}, "InitialWindow"},
 		{scan.Config{Resolution: -1}, "Resolution"},
 		{scan.Config{Jitter: 1.5}, "Jitter"},
@@ -394,6 +398,7 @@ func TestNewResolverDefaults(t *testing.T) {
 		Backoff:       []time.Duration{time.Second, 2 * time.Second, 4 * time.Second},
 		Jitter:        0.2,
 		PageLimit:     10000,
+		HeadLimit:     100,
 		InitialWindow: time.Second,
 		Resolution:    100 * time.Millisecond,
 	}

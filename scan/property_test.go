@@ -55,13 +55,14 @@ func TestProbeMatchesFullScan(t *testing.T) {
 		cfg := w.testConfig(scan.StrategyProbe, skews[rng.IntN(len(skews))])
 		cfg.PageLimit = []int32{1, 2, 3, 7, 50, 10000}[rng.IntN(6)]
 		cfg.Resolution = []time.Duration{time.Millisecond, 5 * time.Millisecond, 100 * time.Millisecond, time.Second, time.Hour}[rng.IntN(5)]
+		cfg.HeadLimit = []int32{1, 4, 100}[rng.IntN(3)]
 		cfg.InitialWindow = []time.Duration{time.Millisecond, time.Second, time.Minute}[rng.IntN(3)]
 		c := &recorder{Client: w.fake, zeroBehind: rng.IntN(4) == 0}
 		if rng.IntN(3) == 0 {
 			c.emptyEvery = 2 + rng.IntN(3)
 		}
-		desc := fmt.Sprintf("seed %d (closed %v, limit %d, resolution %v, window %v, empty every %d, zero behind %v)",
-			seed, closed, cfg.PageLimit, cfg.Resolution, cfg.InitialWindow, c.emptyEvery, c.zeroBehind)
+		desc := fmt.Sprintf("seed %d (closed %v, limit %d, head %d, resolution %v, window %v, empty every %d, zero behind %v)",
+			seed, closed, cfg.PageLimit, cfg.HeadLimit, cfg.Resolution, cfg.InitialWindow, c.emptyEvery, c.zeroBehind)
 
 		got := map[scan.Strategy]string{}
 		for _, st := range strategies {

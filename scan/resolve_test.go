@@ -119,6 +119,7 @@ func TestResolveFindsTheTip(t *testing.T) {
 					want := tc.setup(t, w)
 					cfg := w.testConfig(st, 0)
 					cfg.PageLimit = limit
+					cfg.HeadLimit = limit
 					res, err := newResolver(t, cfg).Resolve(context.Background(), scan.Request{Client: w.fake, Stream: "s", Shards: []string{shard0}})
 					if err != nil {
 						t.Fatalf("Resolve: %v", err)
@@ -132,6 +133,24 @@ func TestResolveFindsTheTip(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestProbeSmallShardInOneRead checks that a shard holding fewer than
+// HeadLimit records costs the probe strategy what it costs the full scan.
+func TestProbeSmallShardInOneRead(t *testing.T) {
+	w := newWorld(t)
+	kinesistest.NewStream(t, w.fake, "s", 1)
+	want := putN(t, w.fake, "s", shard0, 99, 10, w.every(time.Second))
+	w.clock.Advance(time.Hour)
+	res, err := newResolver(t, w.testConfig(scan.StrategyProbe, 0)).Resolve(context.Background(), scan.Request{Client: w.fake, Stream: "s", Shards: []string{shard0}})
+	if err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	got := res[0]
+	got.Stats.Duration = 0
+	if diff := cmp.Diff(scan.ShardResult{Shard: shard0, Position: scan.AfterSequence(want), Stats: scan.Stats{Calls: 2, Probes: 1, Records: 99, Bytes: 99 * 11}}, got); diff != "" {
+		t.Errorf("result (-want +got):\n%s", diff)
 	}
 }
 
@@ -179,7 +198,9 @@ func TestProbeReadsLogarithmically(t *testing.T) {
 		kinesistest.NewStream(t, w.fake, "s", 1)
 		want := putN(t, w.fake, "s", shard0, n, 10, w.every(10*time.Millisecond))
 		w.clock.Advance(10 * time.Minute)
-		res, err := newResolver(t, w.testConfig(scan.StrategyProbe, 0)).Resolve(context.Background(), scan.Request{Client: w.fake, Stream: "s", Shards: []string{shard0}})
+		cfg := w.testConfig(scan.StrategyProbe, 0)
+		cfg.HeadLimit = 1
+		res, err := newResolver(t, cfg).Resolve(context.Background(), scan.Request{Client: w.fake, Stream: "s", Shards: []string{shard0}})
 		if err != nil {
 			t.Fatalf("Resolve: %v", err)
 		}
@@ -217,6 +238,7 @@ func TestResolveEmptyPagesInTheMiddle(t *testing.T) {
 				c := &recorder{Client: w.fake, emptyEvery: every}
 				cfg := w.testConfig(st, 0)
 				cfg.PageLimit = 7
+				cfg.HeadLimit = 1
 				res, err := newResolver(t, cfg).Resolve(context.Background(), scan.Request{Client: c, Stream: "s", Shards: []string{shard0}})
 				if err != nil {
 					t.Fatalf("Resolve: %v", err)
@@ -273,7 +295,9 @@ func TestResolveClockSkew(t *testing.T) {
 				w.clock.Advance(20 * time.Hour)
 				want := putN(t, w.fake, "s", shard0, 500, 10, w.every(10*time.Millisecond))
 				w.clock.Advance(idle)
-				res, err := newResolver(t, w.testConfig(scan.StrategyProbe, skew)).Resolve(context.Background(), scan.Request{Client: w.fake, Stream: "s", Shards: []string{shard0}})
+				cfg := w.testConfig(scan.StrategyProbe, skew)
+				cfg.HeadLimit = 1
+				res, err := newResolver(t, cfg).Resolve(context.Background(), scan.Request{Client: w.fake, Stream: "s", Shards: []string{shard0}})
 				if err != nil {
 					t.Fatalf("Resolve: %v", err)
 				}

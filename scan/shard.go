@@ -68,7 +68,7 @@ func (r *Resolver) resolveShard(ctx context.Context, client Client, stream, shar
 
 // fullScan reads from TRIM_HORIZON to the tip: the seed's algorithm.
 func (s *shardScan) fullScan(ctx context.Context) (Position, error) {
-	last, ok, err := s.readToTip(ctx, TrimHorizon(), s.cfg.PageLimit, false)
+	last, ok, _, err := s.readToTip(ctx, TrimHorizon(), s.cfg.PageLimit, false)
 	if err != nil {
 		return Position{}, err
 	}
@@ -82,16 +82,21 @@ func (s *shardScan) fullScan(ctx context.Context) (Position, error) {
 // probes, then reads from a record a probe has seen to the tip. See the
 // package documentation for why it returns what fullScan returns.
 func (s *shardScan) probeScan(ctx context.Context) (Position, error) {
-	// The oldest record: none means the shard holds no record, exactly as
-	// a full scan would conclude.
-	first, ok, err := s.probe(ctx, TrimHorizon())
+	// The head: the first page from TRIM_HORIZON, of at most HeadLimit
+	// records. At the tip it is the whole shard, and the answer is the
+	// full scan's by the same rule: its last record, or TRIM_HORIZON when
+	// it holds none.
+	s.stats.Probes++
+	first, ok, tip, err := s.readToTip(ctx, TrimHorizon(), s.cfg.HeadLimit, true)
 	if err != nil {
 		return Position{}, err
 	}
-	if !ok {
+	switch {
+	case !ok:
 		return TrimHorizon(), nil
-	}
-	if !first.haveTS {
+	case tip:
+		return AfterSequence(first.seq), nil
+	case !first.haveTS:
 		// No arrival times: nothing to search on.
 		return s.fullScan(ctx)
 	}
@@ -159,7 +164,7 @@ func (s *shardScan) probeScan(ctx context.Context) (Position, error) {
 
 	// Read from the anchor to the tip. The anchor was seen, so this read
 	// sees at least the anchor, and the last record it sees is the tip.
-	last, ok, err := s.readToTip(ctx, AtSequence(anchor.seq), s.cfg.PageLimit, false)
+	last, ok, _, err := s.readToTip(ctx, AtSequence(anchor.seq), s.cfg.PageLimit, false)
 	if err != nil {
 		return Position{}, err
 	}
@@ -176,7 +181,7 @@ func (s *shardScan) probeScan(ctx context.Context) (Position, error) {
 // a record, which proves no record is at or after start.
 func (s *shardScan) probe(ctx context.Context, start Position) (record, bool, error) {
 	s.stats.Probes++
-	r, found, err := s.readToTip(ctx, start, 1, true)
+	r, found, _, err := s.readToTip(ctx, start, 1, true)
 	if err != nil && start.Kind == KindAtTimestamp && isFutureTimestamp(err) {
 		// Kinesis refuses AT_TIMESTAMP after its own clock: no record
 		// can be at or after a time that has not come yet.
@@ -187,27 +192,24 @@ func (s *shardScan) probe(ctx context.Context, start Position) (record, bool, er
 
 // readToTip reads the shard from start until the tip: a page with
 // MillisBehindLatest == 0 that is not full, or the end of a closed shard.
-// Empty pages before it are followed. It returns the last record seen, or
-// with first set, the first record seen as soon as it is seen. Only one page
+// Empty pages before it are followed. It returns the last record seen and
+// whether there was one. With onePage set, it stops at the first page that
+// holds records, and reports whether that page was at the tip. Only one page
 // is held at a time.
-func (s *shardScan) readToTip(ctx context.Context, start Position, limit int32, first bool) (record, bool, error) {
-	var (
-		last    record
-		seen    bool
-		expired int
-	)
+func (s *shardScan) readToTip(ctx context.Context, start Position, limit int32, onePage bool) (last record, seen, tip bool, err error) {
+	expired := 0
 	iter, err := s.iterator(ctx, start)
 	if err != nil {
-		return record{}, false, err
+		return record{}, false, false, err
 	}
 	for {
 		if err := ctx.Err(); err != nil {
-			return record{}, false, err
+			return record{}, false, false, err
 		}
 		out, err := s.getRecords(ctx, iter, limit)
 		if err != nil {
 			if !kerr.IsExpiredIterator(err) || expired >= s.cfg.Retries {
-				return record{}, false, err
+				return record{}, false, false, err
 			}
 			// Re-acquire after the last record seen, or at the start.
 			expired++
@@ -218,7 +220,7 @@ func (s *shardScan) readToTip(ctx context.Context, start Position, limit int32, 
 				resume = AfterSequence(last.seq)
 			}
 			if iter, err = s.iterator(ctx, resume); err != nil {
-				return record{}, false, err
+				return record{}, false, false, err
 			}
 			continue
 		}
@@ -228,28 +230,26 @@ func (s *shardScan) readToTip(ctx context.Context, start Position, limit int32, 
 			s.stats.Records++
 			s.stats.Bytes += int64(len(rec.Data)) + int64(len(aws.ToString(rec.PartitionKey)))
 		}
+		// The tip: the end of a closed shard, or a page that is not full
+		// and is not behind.
+		tip = out.NextShardIterator == nil ||
+			len(out.Records) < int(limit) && out.MillisBehindLatest != nil && *out.MillisBehindLatest == 0
 		if n := len(out.Records); n > 0 {
-			rec := &out.Records[0]
-			if !first {
-				rec = &out.Records[n-1]
-			}
+			rec := &out.Records[n-1]
 			if rec.SequenceNumber == nil {
-				return record{}, false, fmt.Errorf("GetRecords returned a record without a sequence number")
+				return record{}, false, false, fmt.Errorf("GetRecords returned a record without a sequence number")
 			}
 			last = record{seq: *rec.SequenceNumber}
 			if rec.ApproximateArrivalTimestamp != nil {
 				last.ts, last.haveTS = *rec.ApproximateArrivalTimestamp, true
 			}
 			seen = true
-			if first {
-				return last, true, nil
+			if onePage {
+				return last, true, tip, nil
 			}
 		}
-		if out.NextShardIterator == nil {
-			return last, seen, nil // the end of a closed shard
-		}
-		if len(out.Records) < int(limit) && out.MillisBehindLatest != nil && *out.MillisBehindLatest == 0 {
-			return last, seen, nil // the tip
+		if tip {
+			return last, seen, true, nil
 		}
 		iter = *out.NextShardIterator
 	}
