@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -50,6 +51,9 @@ type recorder struct {
 	fail func(b Batch) error
 	// notify receives the data of every accepted record (non-blocking).
 	notify chan string
+	// stopped receives what Run returned, when start was given this
+	// recorder as the Sink.
+	stopped chan error
 }
 
 func newRecorder() *recorder { return &recorder{notify: make(chan string, 10000)} }
@@ -100,9 +104,13 @@ func (r *recorder) events() []event {
 	return slices.Clone(r.log)
 }
 
-// waitFor waits until every record in want has been delivered.
+// waitFor waits until every record in want has been delivered. It fails
+// at once if a Loader the recorder was given to has stopped.
 func (r *recorder) waitFor(t *testing.T, want ...string) {
 	t.Helper()
+	r.mu.Lock()
+	stopped := r.stopped
+	r.mu.Unlock()
 	deadline := time.After(20 * time.Second)
 	for {
 		got := r.delivered()
@@ -118,6 +126,8 @@ func (r *recorder) waitFor(t *testing.T, want ...string) {
 		select {
 		case <-r.notify:
 		case <-time.After(20 * time.Millisecond):
+		case err := <-stopped:
+			t.Fatalf("the Loader stopped (%v) with %d of %d records missing; delivered: %q", err, missing, len(want), got)
 		case <-deadline:
 			t.Fatalf("timed out waiting for %d of %d records; delivered so far: %q", missing, len(want), got)
 		}
@@ -259,13 +269,29 @@ func start(t *testing.T, ctx context.Context, cfg Config, opts ...Option) *runni
 	if cfg.SinkBackoff == 0 {
 		cfg.SinkBackoff = time.Millisecond
 	}
-	opts = append([]Option{fast, WithLogger(slog.New(slog.DiscardHandler))}, opts...)
+	logger := slog.New(slog.DiscardHandler)
+	if os.Getenv("TIDEMARK_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	opts = append([]Option{fast, WithLogger(logger)}, opts...)
 	l, err := New(cfg, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	r := &running{l: l, done: make(chan error, 1)}
-	go func() { r.done <- l.Run(ctx) }()
+	rec, _ := cfg.Sink.(*recorder)
+	if rec != nil {
+		rec.mu.Lock()
+		rec.stopped = make(chan error, 1)
+		rec.mu.Unlock()
+	}
+	go func() {
+		err := l.Run(ctx)
+		if rec != nil {
+			rec.stopped <- err
+		}
+		r.done <- err
+	}()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -1,6 +1,7 @@
 package kinesisload
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -69,20 +70,57 @@ func (s *ShardState) UnmarshalText(b []byte) error {
 // and where reading resumes.
 type ShardProgress struct {
 	// ShardID names the shard.
-	ShardID string `json:"id"`
+	ShardID string
 	// Parents are the shard's parents as ListShards reported them: none,
 	// one after a split, two after a merge.
-	Parents []string `json:"parents,omitempty"`
+	Parents []string
 	// State is the shard's state; zero means "no change" in an update.
-	State ShardState `json:"state,omitempty"`
+	State ShardState
 	// Position is where reading resumes: AFTER_SEQUENCE_NUMBER of the last
 	// committed record, a start position, or SHARD_END once COMPLETED. The
 	// zero Position means "no change" in an update.
-	Position scan.Position `json:"pos"`
+	Position scan.Position
 }
 
-// MarshalJSON and friends come from the fields' text marshalers; a zero
-// Position is encoded as an empty string.
+// progressJSON is the journal's encoding of a ShardProgress: a zero
+// State or Position (no change) is left out.
+type progressJSON struct {
+	ShardID  string     `json:"id"`
+	Parents  []string   `json:"parents,omitempty"`
+	State    ShardState `json:"state,omitempty"`
+	Position string     `json:"pos,omitempty"`
+}
+
+// MarshalJSON encodes p as the journal stores it.
+func (p ShardProgress) MarshalJSON() ([]byte, error) {
+	j := progressJSON{ShardID: p.ShardID, Parents: p.Parents, State: p.State}
+	if p.Position.Kind != 0 {
+		b, err := p.Position.MarshalText()
+		if err != nil {
+			return nil, fmt.Errorf("shard %s: %w", p.ShardID, err)
+		}
+		j.Position = string(b)
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes what MarshalJSON encoded.
+func (p *ShardProgress) UnmarshalJSON(b []byte) error {
+	var j progressJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	q := ShardProgress{ShardID: j.ShardID, Parents: j.Parents, State: j.State}
+	if j.Position != "" {
+		pos, err := scan.Parse(j.Position)
+		if err != nil {
+			return fmt.Errorf("shard %s: %w", j.ShardID, err)
+		}
+		q.Position = pos
+	}
+	*p = q
+	return nil
+}
 
 // merge returns the progress after applying update u to the stored p. It
 // never moves a shard back: states only advance, and a position is replaced

@@ -101,6 +101,8 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	if err := s.save(ctx, t, updates); err != nil {
 		return nil, err
 	}
+	// From now on a new shard is born after the start: TRIM_HORIZON.
+	t.initial = false
 	l.hooks.onInit(InitResolved{Stream: stream, Resolved: len(pending), Reused: len(t.nodes) - len(pending), Duration: time.Since(began)})
 	l.log.Info("initialised", "resolved", len(pending), "shards", len(t.nodes), "took", time.Since(began))
 	// The topology may have changed while the batch was resolved (a split
