@@ -45,12 +45,11 @@ func (w *writer) str(s string) {
 	w.b = binary.BigEndian.AppendUint16(w.b, uint16(len(s)))
 	w.b = append(w.b, s...)
 }
+// time writes seconds and nanoseconds apart, so that any time, even the
+// zero time of a zero ManualClock, survives the round trip.
 func (w *writer) time(t time.Time) {
-	if t.IsZero() {
-		w.u64(0)
-		return
-	}
-	w.u64(uint64(t.UnixNano()))
+	w.u64(uint64(t.Unix()))
+	w.u64(uint64(t.Nanosecond()))
 }
 
 type reader struct {
@@ -85,11 +84,12 @@ func (r *reader) str() string {
 }
 
 func (r *reader) time() time.Time {
-	v := r.u64()
-	if v == 0 {
+	sec, nsec := int64(r.u64()), r.u64()
+	if nsec >= 1e9 {
+		r.bad = true
 		return time.Time{}
 	}
-	return time.Unix(0, int64(v)).UTC()
+	return time.Unix(sec, int64(nsec)).UTC()
 }
 
 func (f *Fake) seal(kind byte, body []byte) string {
