@@ -45,6 +45,7 @@ func (w *writer) str(s string) {
 	w.b = binary.BigEndian.AppendUint16(w.b, uint16(len(s)))
 	w.b = append(w.b, s...)
 }
+
 // time writes seconds and nanoseconds apart, so that any time, even the
 // zero time of a zero ManualClock, survives the round trip.
 func (w *writer) time(t time.Time) {
