@@ -35,9 +35,10 @@ var fast = withTune(func(rc *readerConfig) {
 type event struct {
 	kind  string // "deliver", "state"
 	shard string
-	data  string      // delivered record data
-	state ShardState  // new state
-	batch int         // index of the batch within this sink
+	data  string     // delivered record data
+	seq   string     // delivered record sequence number
+	state ShardState // new state
+	batch int        // index of the batch within this sink
 	cp    scan.Position
 }
 
@@ -67,7 +68,7 @@ func (r *recorder) Deliver(ctx context.Context, b Batch) error {
 	r.mu.Lock()
 	r.batches++
 	for _, rec := range b.Records {
-		r.log = append(r.log, event{kind: "deliver", shard: b.ShardID, data: string(rec.Data), batch: r.batches, cp: b.Checkpoint})
+		r.log = append(r.log, event{kind: "deliver", shard: b.ShardID, data: string(rec.Data), seq: rec.SequenceNumber, batch: r.batches, cp: b.Checkpoint})
 	}
 	r.mu.Unlock()
 	for _, rec := range b.Records {
