@@ -284,3 +284,83 @@ func TestContractConcurrentAppends(t *testing.T) {
 		})
 	}
 }
+
+// TestContractConcurrentReplaySnapshot appends, snapshots and replays at
+// once: every Replay must yield a snapshot whose state matches its index,
+// then consecutive records, each record i being "rI".
+func TestContractConcurrentReplaySnapshot(t *testing.T) {
+	for name, newJ := range impls() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			j := newJ(t)
+			defer closeJournal(t, j)
+			var (
+				mu   sync.Mutex
+				last uint64
+			)
+			appended := make(chan struct{})
+			var wg sync.WaitGroup
+			// One appender, so that record i is "r<i>".
+			wg.Go(func() {
+				defer close(appended)
+				for i := 1; i <= 300; i++ {
+					idx, err := j.Append(ctx, []byte(fmt.Sprintf("r%d-%s", i, strings.Repeat("p", 50))))
+					if err != nil || idx != uint64(i) {
+						t.Errorf("Append %d = (%d, %v)", i, idx, err)
+						return
+					}
+					mu.Lock()
+					last = idx
+					mu.Unlock()
+				}
+			})
+			wg.Go(func() {
+				for {
+					select {
+					case <-appended:
+						return
+					default:
+					}
+					mu.Lock()
+					idx := last
+					mu.Unlock()
+					if err := j.Snapshot(ctx, idx, []byte(fmt.Sprintf("upto:%d", idx))); err != nil {
+						t.Errorf("Snapshot(%d): %v", idx, err)
+						return
+					}
+				}
+			})
+			for range 2 {
+				wg.Go(func() {
+					for {
+						select {
+						case <-appended:
+							return
+						default:
+						}
+						next := uint64(1)
+						err := j.Replay(ctx, func(e Entry) error {
+							if e.Snapshot {
+								if want := fmt.Sprintf("upto:%d", e.Index); string(e.Data) != want {
+									return fmt.Errorf("snapshot at %d holds %q", e.Index, e.Data)
+								}
+								next = e.Index + 1
+								return nil
+							}
+							if e.Index != next || !strings.HasPrefix(string(e.Data), fmt.Sprintf("r%d-", e.Index)) {
+								return fmt.Errorf("record %d = %q, want index %d", e.Index, e.Data, next)
+							}
+							next++
+							return nil
+						})
+						if err != nil {
+							t.Errorf("Replay: %v", err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}

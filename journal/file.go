@@ -70,8 +70,8 @@ func Open(dir string, cfg Config) (*FileJournal, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("journal: create directory: %w", err)
+	if err := makeDir(dir); err != nil {
+		return nil, err
 	}
 	lock, err := lockDir(dir)
 	if err != nil {
@@ -150,9 +150,6 @@ func open(dir string, cfg Config, lock *os.File) (*FileJournal, error) {
 	j.active, j.activeSize = f, cur.size
 	return j, nil
 }
-
-// Dir returns the journal's directory.
-func (j *FileJournal) Dir() string { return j.dir }
 
 // Append implements [Journal.Append]. Concurrent calls share one write and
 // one fsync: the writer goroutine takes every call waiting when it starts
@@ -419,6 +416,9 @@ func (j *FileJournal) Replay(ctx context.Context, fn func(Entry) error) error {
 		if err != nil {
 			return readError(snap.path, fr.off, err)
 		}
+		if index != snap.index {
+			return &CorruptError{File: snap.path, Offset: int64(len(snapshotMagic)), Reason: fmt.Sprintf("snapshot frame has index %d, its name says %d", index, snap.index)}
+		}
 		if err := fn(Entry{Index: index, Snapshot: true, Data: data}); err != nil {
 			return err
 		}
@@ -585,6 +585,18 @@ func (j *FileJournal) Close() error {
 		err = fmt.Errorf("journal: close segment: %w", err)
 	}
 	return errors.Join(err, unlockDir(j.lock))
+}
+
+// makeDir creates dir (mode 0700) if it does not exist, and syncs its
+// parent so that the new directory itself is durable.
+func makeDir(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("journal: create directory: %w", err)
+	}
+	return syncDir(filepath.Dir(filepath.Clean(dir)))
 }
 
 // createSegment creates an empty segment file durably.

@@ -53,6 +53,9 @@ func (m *Memory) Append(ctx context.Context, recs ...[]byte) (uint64, error) {
 
 // Replay implements [Journal.Replay].
 func (m *Memory) Replay(ctx context.Context, fn func(Entry) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
