@@ -20,6 +20,7 @@ const (
 	OpPutRecords            Op = "PutRecords"
 	OpSplitShard            Op = "SplitShard"
 	OpMergeShards           Op = "MergeShards"
+	OpUpdateShardCount      Op = "UpdateShardCount"
 )
 
 // A Fault changes what chosen calls do, so that a test can replay a race or

@@ -3,6 +3,7 @@ package kinesistest
 import (
 	"context"
 	"math/big"
+	"sort"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -232,9 +233,7 @@ func (f *Fake) SplitShard(ctx context.Context, in *kinesis.SplitShardInput, _ ..
 	if cur := f.openShardTotal(); cur+1 > f.cfg.shardLimit {
 		return nil, f.errShardLimit(cur, 1)
 	}
-	f.close(st, s, now)
-	st.addShard(s.lo, new(big.Int).Sub(h, big.NewInt(1)), s.id, "", now)
-	st.addShard(h, s.hi, s.id, "", now)
+	f.splitAt(st, s, h, now)
 	return &kinesis.SplitShardOutput{}, nil
 }
 
@@ -282,6 +281,83 @@ func (f *Fake) MergeShards(ctx context.Context, in *kinesis.MergeShardsInput, _ 
 	f.close(st, adj, now)
 	st.addShard(lo, hi, s.id, adj.id, now)
 	return &kinesis.MergeShardsOutput{}, nil
+}
+
+// splitAt closes s and adds its two children, split at h.
+func (f *Fake) splitAt(st *stream, s *shard, h *big.Int, now time.Time) {
+	f.close(st, s, now)
+	st.addShard(s.lo, new(big.Int).Sub(h, big.NewInt(1)), s.id, "", now)
+	st.addShard(h, s.hi, s.id, "", now)
+}
+
+// UpdateShardCount changes the number of open shards of a stream to
+// TargetShardCount, which must lie between half and twice the current
+// count, by splitting open shards at the middle of their ranges (scaling
+// up) or merging adjacent pairs (scaling down), in shard order, as
+// kinesis-local does; the resulting ranges need not be uniform. The
+// lineage is that of the splits and merges. Not part of [API]: a
+// *kinesis.Client has it too.
+func (f *Fake) UpdateShardCount(ctx context.Context, in *kinesis.UpdateShardCountInput, _ ...func(*kinesis.Options)) (*kinesis.UpdateShardCountOutput, error) {
+	if in == nil {
+		in = &kinesis.UpdateShardCountInput{}
+	}
+	if err := f.enter(ctx, OpUpdateShardCount, f.requestStream(in.StreamName, in.StreamARN)); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, err := f.lookupStream(in.StreamName, in.StreamARN)
+	if err != nil {
+		return nil, err
+	}
+	if in.ScalingType != types.ScalingTypeUniformScaling {
+		return nil, errInvalidArgument("ScalingType %q is not UNIFORM_SCALING", in.ScalingType)
+	}
+	if in.TargetShardCount == nil {
+		return nil, errInvalidArgument("TargetShardCount is required")
+	}
+	cur, target := st.openShards(), int(*in.TargetShardCount)
+	switch {
+	case target < 1:
+		return nil, errInvalidArgument("TargetShardCount %d of stream %s must be at least 1", target, st.name)
+	case target > 2*cur:
+		return nil, errInvalidArgument("TargetShardCount %d of stream %s is more than twice the current count %d", target, st.name, cur)
+	case 2*target < cur:
+		return nil, errInvalidArgument("TargetShardCount %d of stream %s is less than half the current count %d", target, st.name, cur)
+	}
+	if total := f.openShardTotal(); target > cur && total+target-cur > f.cfg.shardLimit {
+		return nil, f.errShardLimit(total, target-cur)
+	}
+	now := f.now()
+	var open []*shard
+	for _, s := range st.shards {
+		if s.open() {
+			open = append(open, s)
+		}
+	}
+	one := big.NewInt(1)
+	for n := cur; n < target; n++ {
+		s := open[n-cur]
+		mid := new(big.Int).Add(s.lo, new(big.Int).Rsh(new(big.Int).Sub(s.hi, s.lo), 1))
+		f.splitAt(st, s, mid.Add(mid, one), now)
+	}
+	if target < cur {
+		sort.Slice(open, func(i, j int) bool { return open[i].lo.Cmp(open[j].lo) < 0 })
+		n := cur
+		for i := 0; n > target && i+1 < len(open); i += 2 {
+			a, b := open[i], open[i+1]
+			f.close(st, a, now)
+			f.close(st, b, now)
+			st.addShard(a.lo, b.hi, a.id, b.id, now)
+			n--
+		}
+	}
+	return &kinesis.UpdateShardCountOutput{
+		CurrentShardCount: aws.Int32(int32(cur)),
+		TargetShardCount:  aws.Int32(int32(target)),
+		StreamName:        aws.String(st.name),
+		StreamARN:         aws.String(st.arn),
+	}, nil
 }
 
 func (f *Fake) errNotOpen(st *stream, s *shard) error {
