@@ -107,6 +107,7 @@ type shard struct {
 
 	stats      ShardStats
 	readCalls  []time.Time // times of the last accepted GetRecords calls
+	iterCalls  []time.Time // times of the last issued iterators
 	readBytes  bucket
 	writeRecs  bucket
 	writeBytes bucket

@@ -34,14 +34,7 @@ func (b *bucket) refill(now time.Time, rate float64) {
 func (f *Fake) allowRead(s *shard, now time.Time) bool {
 	l := f.cfg.limits
 	if n := l.GetRecordsPerSecond; n > 0 {
-		// Keep only the calls of the last second.
-		keep := s.readCalls[:0]
-		for _, t := range s.readCalls {
-			if now.Sub(t) < time.Second {
-				keep = append(keep, t)
-			}
-		}
-		s.readCalls = keep
+		s.readCalls = lastSecond(s.readCalls, now)
 		if len(s.readCalls) >= n {
 			return false
 		}
@@ -56,6 +49,32 @@ func (f *Fake) allowRead(s *shard, now time.Time) bool {
 		s.readCalls = append(s.readCalls, now)
 	}
 	return true
+}
+
+// allowIterator reports whether shard s may issue an iterator now, and if
+// so records the call.
+func (f *Fake) allowIterator(s *shard, now time.Time) bool {
+	n := f.cfg.limits.GetShardIteratorPerSecond
+	if n <= 0 {
+		return true
+	}
+	s.iterCalls = lastSecond(s.iterCalls, now)
+	if len(s.iterCalls) >= n {
+		return false
+	}
+	s.iterCalls = append(s.iterCalls, now)
+	return true
+}
+
+// lastSecond keeps the call times of the second before now.
+func lastSecond(calls []time.Time, now time.Time) []time.Time {
+	keep := calls[:0]
+	for _, t := range calls {
+		if now.Sub(t) < time.Second {
+			keep = append(keep, t)
+		}
+	}
+	return keep
 }
 
 func (f *Fake) chargeRead(s *shard, n int) {

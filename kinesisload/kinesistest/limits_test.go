@@ -151,3 +151,31 @@ func TestWithoutLimits(t *testing.T) {
 		it = *out.NextShardIterator
 	}
 }
+
+func TestGetShardIteratorLimit(t *testing.T) {
+	x := newFixture(t, 1, WithLimits(Limits{GetShardIteratorPerSecond: 5}))
+	var got []string
+	for i := 0; i < 6; i++ {
+		_, err := x.iterErr(shard0, types.ShardIteratorTypeLatest, "", nil)
+		got = append(got, errorKind(err))
+	}
+	want := []string{"", "", "", "", "", "ProvisionedThroughputExceeded"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("six calls in one instant (-want +got):\n%s", d)
+	}
+	x.clock.Advance(time.Second)
+	if _, err := x.iterErr(shard0, types.ShardIteratorTypeLatest, "", nil); err != nil {
+		t.Errorf("a second later: %v", err)
+	}
+	st, _ := x.f.Stats("s", shard0)
+	if st.GetShardIteratorCalls != 6 || st.GetShardIteratorThrottled != 1 {
+		t.Errorf("stats: %d issued, %d throttled; want 6, 1", st.GetShardIteratorCalls, st.GetShardIteratorThrottled)
+	}
+	// Off by default.
+	y := newFixture(t, 1)
+	for i := 0; i < 20; i++ {
+		if _, err := y.iterErr(shard0, types.ShardIteratorTypeLatest, "", nil); err != nil {
+			t.Fatalf("default limits, call %d: %v", i, err)
+		}
+	}
+}

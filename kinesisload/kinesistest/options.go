@@ -21,11 +21,15 @@ type Limits struct {
 	// WriteBytesPerSecond is the write throughput of a shard, counting data
 	// and partition keys (real Kinesis: 1 MiB/s).
 	WriteBytesPerSecond int64
+	// GetShardIteratorPerSecond is how many GetShardIterator calls a shard
+	// accepts in any one-second window (real Kinesis: 5). [DefaultLimits]
+	// leaves it off; set it to test code that asks for iterators in a loop.
+	GetShardIteratorPerSecond int
 }
 
-// DefaultLimits returns the limits of a provisioned Kinesis shard: 5
-// GetRecords calls and 2 MiB read per second, 1,000 records and 1 MiB
-// written per second.
+// DefaultLimits returns the data-plane limits of a provisioned Kinesis
+// shard: 5 GetRecords calls and 2 MiB read per second, 1,000 records and
+// 1 MiB written per second. The GetShardIterator limit stays off.
 func DefaultLimits() Limits {
 	return Limits{
 		GetRecordsPerSecond:   5,

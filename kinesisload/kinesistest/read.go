@@ -18,7 +18,9 @@ import (
 // (at the oldest retained record if that one has expired). The iterator is
 // valid for 300 s on the fake's clock. A sequence number of another shard
 // or an unknown type gives *types.InvalidArgumentException; an unknown
-// stream or shard gives *types.ResourceNotFoundException.
+// stream or shard gives *types.ResourceNotFoundException; a shard over
+// [Limits.GetShardIteratorPerSecond] gives
+// *types.ProvisionedThroughputExceededException.
 func (f *Fake) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, _ ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
 	if in == nil {
 		in = &kinesis.GetShardIteratorInput{}
@@ -73,6 +75,10 @@ func (f *Fake) GetShardIterator(ctx context.Context, in *kinesis.GetShardIterato
 		}
 	default:
 		return nil, errInvalidArgument("ShardIteratorType %q is not one of TRIM_HORIZON, LATEST, AT_TIMESTAMP, AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER", typ)
+	}
+	if !f.allowIterator(s, now) {
+		s.stats.GetShardIteratorThrottled++
+		return nil, f.errThrottled(st.name, s.id)
 	}
 	s.stats.GetShardIteratorCalls++
 	it := f.encodeIterator(iterator{streamID: st.id, stream: st.name, shard: s.index, from: from, issued: now})

@@ -14,6 +14,9 @@ type ShardStats struct {
 	BytesRead   int64
 	// GetShardIteratorCalls counts iterators issued for the shard.
 	GetShardIteratorCalls int64
+	// GetShardIteratorThrottled counts GetShardIterator calls refused by
+	// [Limits.GetShardIteratorPerSecond].
+	GetShardIteratorThrottled int64
 	// RecordsWritten and BytesWritten sum the records the shard accepted.
 	RecordsWritten int64
 	BytesWritten   int64
