@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# test.sh is the project's one test command: `bash scripts/test.sh`.
+#
+# On a machine with Go, Node 20 and npm it installs the pinned Kinesis
+# emulators (scripts/install-emulators.sh), then for every Go module in the
+# repository (the root and any sub-module with its own go.mod, e.g. under
+# examples/) runs go vet, staticcheck and go test -race; gofmt -l must print
+# nothing. The Go tests start and stop the emulators themselves
+# (internal/emulator); this script starts no daemon, and on exit kills any
+# emulator still running from this checkout's cache as a safety net.
+#
+# Every step runs even after a failure; the summary at the end lists them
+# all, and the exit status is non-zero if any failed.
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root" || exit 1
+
+staticcheck_version=v0.8.2
+emulator_dir="${TIDEMARK_EMULATOR_DIR:-$root/.cache/emulators}"
+
+# Every process this run starts inherits TIDEMARK_TEST_RUN, and so do the
+# emulators (internal/emulator passes the environment on).
+TIDEMARK_TEST_RUN="$$-$(date +%s%N)"
+export TIDEMARK_TEST_RUN
+
+# kill_leftover_emulators kills node processes that run in this checkout's
+# emulator cache and carry this run's TIDEMARK_TEST_RUN: the emulators this
+# run's tests started, should one outlive its test. Emulators of another run
+# and anything else on the machine are left alone.
+kill_leftover_emulators() {
+	local dir p pid found=()
+	dir=$(cd "$emulator_dir" 2>/dev/null && pwd -P) || return 0
+	for p in /proc/[0-9]*; do
+		pid=${p#/proc/}
+		[[ "$(cat "$p/comm" 2>/dev/null)" == node ]] || continue
+		[[ "$(readlink "$p/cwd" 2>/dev/null)" == "$dir" ]] || continue
+		tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "TIDEMARK_TEST_RUN=$TIDEMARK_TEST_RUN" || continue
+		found+=("$pid")
+	done
+	if ((${#found[@]})); then
+		echo "test.sh: killing leftover emulator processes: ${found[*]}" >&2
+		kill -KILL "${found[@]}" 2>/dev/null || true
+	fi
+}
+trap kill_leftover_emulators EXIT
+trap 'exit 130' INT TERM
+
+results=()
+failed=0
+start_all=$SECONDS
+
+# step NAME CMD...: runs CMD, records its status and duration.
+step() {
+	local name=$1 t0=$SECONDS status
+	shift
+	echo
+	echo "==> $name"
+	"$@"
+	status=$?
+	local took=$((SECONDS - t0))
+	if ((status == 0)); then
+		results+=("ok    ${took}s	$name")
+	else
+		results+=("FAIL  ${took}s	$name (exit $status)")
+		failed=1
+	fi
+	return 0
+}
+
+# gofmt_clean fails when gofmt would change any Go file of the repository.
+gofmt_clean() {
+	local out
+	out=$(find . \( -name .git -o -name .cache -o -name node_modules -o -name testdata \) -prune -o -name '*.go' -print0 |
+		xargs -0 -r gofmt -l)
+	if [[ -n "$out" ]]; then
+		echo "gofmt -l: these files need gofmt:"
+		echo "$out"
+		return 1
+	fi
+}
+
+in_dir() {
+	local dir=$1
+	shift
+	(cd "$dir" && "$@")
+}
+
+echo "test.sh: $(go version); node $(node --version 2>/dev/null || echo missing); npm $(npm --version 2>/dev/null || echo missing)"
+
+step "install emulators" bash scripts/install-emulators.sh
+step "gofmt -l" gofmt_clean
+
+# Every module: the root first, then sub-modules in a stable order.
+mapfile -t modules < <(find . \( -name .git -o -name .cache -o -name node_modules -o -name testdata \) -prune -o -name go.mod -print |
+	sed 's|/go.mod$||' | LC_ALL=C sort)
+for mod in "${modules[@]}"; do
+	label=${mod#./}
+	[[ "$mod" == . ]] && label="root module"
+	step "go vet ($label)" in_dir "$mod" go vet ./...
+	step "staticcheck $staticcheck_version ($label)" in_dir "$mod" go run "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version" ./...
+	step "go test -race ($label)" in_dir "$mod" go test -race -count=1 -timeout=10m ./...
+done
+
+echo
+echo "==> summary ($((SECONDS - start_all))s)"
+printf '  %s\n' "${results[@]}"
+if ((failed)); then
+	echo "test.sh: FAILED"
+	exit 1
+fi
+echo "test.sh: all passed"
