@@ -163,15 +163,24 @@ func positionRank(p scan.Position) int {
 }
 
 // further reports whether a is further along than b, so that a stored b
-// may be replaced by a. Two fixed starts are not ordered: the stored one
-// stays. Between record positions the larger sequence number wins, and
-// AFTER x is further than AT x.
+// may be replaced by a. Between record positions the larger sequence number
+// wins, and AFTER x is further than AT x. Between fixed starts, a time is
+// further than TRIM_HORIZON and a later time further than an earlier one
+// (the Loader never saves two starts for one shard; the order only makes
+// merge commutative).
 func further(a, b scan.Position) bool {
 	ra, rb := positionRank(a), positionRank(b)
 	if ra != rb {
 		return ra > rb
 	}
-	if ra != 3 {
+	switch ra {
+	case 2:
+		if a.Kind != b.Kind {
+			return a.Kind == scan.KindAtTimestamp
+		}
+		return a.Timestamp.After(b.Timestamp)
+	case 3:
+	default:
 		return false
 	}
 	if c := scan.CompareSequence(a.Sequence, b.Sequence); c != 0 {

@@ -28,8 +28,9 @@ type PositionStore interface {
 	// crash during Save, Load sees all of them or none. Each update is
 	// merged into the stored progress of its shard and never moves it
 	// back: a state only advances, a position is replaced only by one
-	// further along (LATEST < TRIM_HORIZON or AT_TIMESTAMP < a record
-	// position, by sequence number < SHARD_END), and parents accumulate.
+	// further along (LATEST < TRIM_HORIZON < AT_TIMESTAMP, by time < a
+	// record position, by sequence number < SHARD_END), and parents
+	// accumulate.
 	// So Save is idempotent, and updates may be saved in any order.
 	Save(ctx context.Context, stream string, updates []ShardProgress) error
 }

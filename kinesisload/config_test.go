@@ -1,0 +1,54 @@
+package kinesisload
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/journal"
+	"github.com/tidemark/tidemark/scan"
+)
+
+func TestNewRefusesInvalidConfig(t *testing.T) {
+	sink := newRecorder()
+	ok := Config{Stream: "orders", Sink: sink, Dir: "/tmp/x"}
+	tests := []struct {
+		name    string
+		mutate  func(*Config)
+		opts    []Option
+		wantSub string
+	}{
+		{"no stream", func(c *Config) { c.Stream = "" }, nil, `Stream = "": a stream name is required`},
+		{"long stream", func(c *Config) { c.Stream = strings.Repeat("s", 129) }, nil, "Stream = sss"},
+		{"no sink", func(c *Config) { c.Sink = nil }, nil, "Sink = <nil>"},
+		{"no dir", func(c *Config) { c.Dir = "" }, nil, `Dir = "": a journal directory is required`},
+		{"idle too short", func(c *Config) { c.IdleWait = 10 * time.Millisecond }, nil, "IdleWait = 10ms"},
+		{"limit too large", func(c *Config) { c.RecordsPerCall = 10001 }, nil, "RecordsPerCall = 10001"},
+		{"negative retries", func(c *Config) { c.SinkRetries = -1 }, nil, "SinkRetries = -1"},
+		{"negative timeout", func(c *Config) { c.CallTimeout = -time.Second }, nil, "CallTimeout = -1s"},
+		{"negative interval", func(c *Config) { c.ListShardsInterval = -time.Second }, nil, "ListShardsInterval = -1s"},
+		{"shard end start", func(c *Config) { c.StartPosition = scan.ShardEnd() }, nil, "StartPosition = SHARD_END"},
+		{"bad start", func(c *Config) { c.StartPosition = scan.AfterSequence("12x") }, nil, `"12x" is not decimal digits`},
+		{"bad shard start", func(c *Config) { c.Shards = map[string]scan.Position{"shardId-7": scan.ShardEnd()} }, nil, "Shards[shardId-7] = SHARD_END"},
+		{"empty shard id", func(c *Config) { c.Shards = map[string]scan.Position{"": {}} }, nil, `Shards = "": empty shard ID`},
+		{"nil option", func(c *Config) {}, []Option{nil}, "a nil Option"},
+		{"useless hook", func(c *Config) {}, []Option{WithHooks(42)}, "WithHooks argument 0 (int)"},
+	}
+	for _, tt := range tests {
+		cfg := ok
+		tt.mutate(&cfg)
+		_, err := New(cfg, tt.opts...)
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.wantSub) {
+			t.Errorf("%s: New = %v, want ErrInvalidConfig containing %q", tt.name, err, tt.wantSub)
+		}
+	}
+	if _, err := New(ok); err != nil {
+		t.Errorf("New(valid) = %v", err)
+	}
+	noDir := ok
+	noDir.Dir = ""
+	if _, err := New(noDir, WithStore(memStore(t, journal.NewMemory()))); err != nil {
+		t.Errorf("New without Dir but WithStore = %v", err)
+	}
+}

@@ -1,0 +1,55 @@
+// Package kinesisload loads a Kinesis data stream into a [Sink] and never
+// loses its place.
+//
+// A [Loader] composes three parts: a [scan.Resolver] that turns LATEST into
+// concrete positions, a [PositionStore] that keeps every decision durable
+// (by default a [JournalStore] on a [journal] directory), and one consume
+// loop per shard that hands records to the Sink and commits only what the
+// Sink accepted.
+//
+// # Lifecycle
+//
+// [Loader.Run] first initialises: it loads the stored progress (and, for a
+// [TransactionalSink], the Sink's own checkpoints, taking the furthest of the
+// two for every shard), lists the shards, resolves every tracked open shard
+// whose position is LATEST into its tip as one batch, and saves the whole
+// batch as one journal record. Only then does any consume loop start, for
+// any shard, open or closed: a shard split or merged while its scan was
+// running waits too. If initialisation is paused, closed or cancelled, or a
+// shard fails, nothing of the batch is published.
+//
+// Each shard is a node of the lineage graph with a durable state:
+// DISCOVERED, PENDING_PARENT, ACTIVE, DRAINING (its last record has been
+// read) and COMPLETED (the commit covering its last record is durable). A
+// child becomes ACTIVE only when every parent is COMPLETED, and starts at
+// TRIM_HORIZON. ListShards is the source of truth; a ChildShards hint from
+// GetRecords only makes the Loader list sooner. A tracked shard that
+// disappears before it is COMPLETED (its records expired unread) stops the
+// Loader with [ErrLineage].
+//
+// A consume loop reads one page ahead while the Sink works on the current
+// one, follows empty pages, waits [Config.IdleWait] at the tip, keeps within
+// five GetRecords calls per second per shard, backs off with jitter when
+// throttled, and replaces an expired iterator with one just after the last
+// record it read. After the Sink accepts a batch, the loop saves
+// AFTER_SEQUENCE_NUMBER of its last record; after the batch that ends a
+// closed shard, COMPLETED and SHARD_END.
+//
+// # The guarantee
+//
+// Once initialisation has been journaled, every record that arrives in a
+// shard after that shard's resolved start is delivered to the Sink at least
+// once, in shard order, and a parent's records are all delivered and
+// committed before any of its children's. A record is delivered again only
+// if the process stopped between the Sink's acceptance and the durable
+// commit. With a [TransactionalSink], which stores each batch's checkpoint
+// with its records, delivery is exactly once. This holds across crashes,
+// restarts, pauses, expired iterators, throttling and resharding, as long as
+// Kinesis still retains the records.
+//
+// # Tests
+//
+// The sub-package [github.com/tidemark/tidemark/kinesisload/kinesistest]
+// is an in-memory Kinesis with the real limits and fault injection, for
+// testing a Sink without AWS.
+package kinesisload
