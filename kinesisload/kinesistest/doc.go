@@ -18,5 +18,15 @@
 // calls so that races can be replayed exactly, and [Fake.Stats] reports what
 // each shard served.
 //
+// Where the emulators depart from Kinesis, the fake follows Kinesis: a
+// closed shard's EndingSequenceNumber is a sequence number above its
+// records; ListShards with ShardFilter AT_TRIM_HORIZON lists only the
+// shards open at the trim horizon; a sequence number that is not of this
+// shard is refused with *types.InvalidArgumentException; throughput limits
+// are enforced (switch them off with [WithoutLimits]). Unlike Kinesis,
+// streams are ACTIVE at once, never CREATING or UPDATING. Not modelled:
+// enhanced fan-out, encryption, tags, ListStreams and DescribeStream,
+// on-demand capacity, and the control-plane rate limits.
+//
 // The fake starts no goroutines. Every method is safe for concurrent use.
 package kinesistest
