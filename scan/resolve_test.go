@@ -2,12 +2,15 @@ package scan_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
@@ -393,6 +396,63 @@ func TestResolveManyShards(t *testing.T) {
 			}
 			if diff := cmp.Diff(ids, order); diff != "" {
 				t.Errorf("results are not in request order (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// refuseFuture refuses AT_TIMESTAMP iterators after the fake's clock, as
+// Kinesis does, with the message msg.
+type refuseFuture struct {
+	scan.Client
+	clock   *kinesistest.ManualClock
+	msg     string
+	refused int
+}
+
+func (c *refuseFuture) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	if in.ShardIteratorType == types.ShardIteratorTypeAtTimestamp && in.Timestamp.After(c.clock.Now()) {
+		c.refused++
+		return nil, &types.InvalidArgumentException{Message: aws.String(c.msg)}
+	}
+	return c.Client.GetShardIterator(ctx, in, optFns...)
+}
+
+// TestResolveFutureTimestampRefused runs the probe strategy with a clock
+// ahead of Kinesis against a Kinesis that refuses future timestamps, with the
+// wording of AWS and of kinesis-mock: a refused probe means "no record
+// after", and the result is unchanged. Any other InvalidArgumentException
+// still fails the batch.
+func TestResolveFutureTimestampRefused(t *testing.T) {
+	for _, msg := range []string{
+		"The timestampInMillis parameter cannot be greater than the currentTimestampInMillis. timestampInMillis: 1, currentTimestampInMillis: 0",
+		"Timestamp cannot be in the future",
+		"Some other argument is invalid",
+	} {
+		t.Run(msg, func(t *testing.T) {
+			w := newWorld(t)
+			kinesistest.NewStream(t, w.fake, "s", 1)
+			want := putN(t, w.fake, "s", shard0, 300, 10, w.every(10*time.Millisecond))
+			w.clock.Advance(time.Minute)
+			c := &refuseFuture{Client: w.fake, clock: w.clock, msg: msg}
+			cfg := w.testConfig(scan.StrategyProbe, time.Hour)
+			cfg.HeadLimit = 1
+			res, err := newResolver(t, cfg).Resolve(context.Background(), scan.Request{Client: c, Stream: "s", Shards: []string{shard0}})
+			if strings.HasPrefix(msg, "Some other") {
+				var iae *types.InvalidArgumentException
+				if !errors.As(err, &iae) {
+					t.Fatalf("Resolve: %v, want the InvalidArgumentException", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Resolve: %v", err)
+			}
+			if got := res[0].Position.String(); got != after(want) {
+				t.Errorf("position %s, want %s", got, after(want))
+			}
+			if c.refused == 0 {
+				t.Errorf("no probe was refused; the test proves nothing")
 			}
 		})
 	}

@@ -337,11 +337,19 @@ func (s *shardScan) retryHook(op string, attempt int, err error, d time.Duration
 	}
 }
 
-// observe records the server time of a real response (its HTTP Date).
+// observe records the server time of a real response (its HTTP Date). The
+// Date has whole seconds: when this host's clock is within that second, the
+// clocks agree and this host's, which is finer, is kept.
 func (s *shardScan) observe(md middleware.Metadata) {
-	if t, ok := awsmiddleware.GetServerTime(md); ok && !t.IsZero() {
-		s.serverAt, s.localAt, s.haveServer = t, s.cfg.Now(), true
+	t, ok := awsmiddleware.GetServerTime(md)
+	if !ok || t.IsZero() {
+		return
 	}
+	local := s.cfg.Now()
+	if d := local.Sub(t); d >= 0 && d < time.Second {
+		t = local
+	}
+	s.serverAt, s.localAt, s.haveServer = t, local, true
 }
 
 // now estimates Kinesis's clock: the last server time seen plus the time
@@ -354,15 +362,16 @@ func (s *shardScan) now() time.Time {
 }
 
 // isFutureTimestamp reports whether err is Kinesis refusing an AT_TIMESTAMP
-// iterator because the time is after its own clock ("The timestampInMillis
-// parameter cannot be greater than the currentTimestampInMillis").
+// iterator because the time is after its own clock: "The timestampInMillis
+// parameter cannot be greater than the currentTimestampInMillis" from AWS,
+// "Timestamp cannot be in the future" from kinesis-mock.
 func isFutureTimestamp(err error) bool {
 	var e *types.InvalidArgumentException
 	if !errors.As(err, &e) {
 		return false
 	}
 	m := strings.ToLower(e.ErrorMessage())
-	return strings.Contains(m, "timestamp") && strings.Contains(m, "greater than")
+	return strings.Contains(m, "timestamp") && (strings.Contains(m, "greater than") || strings.Contains(m, "future"))
 }
 
 // ms truncates t to the millisecond, the precision of Kinesis arrival times.
