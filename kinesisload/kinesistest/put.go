@@ -17,14 +17,27 @@ import (
 // given, else the MD5 of the partition key as a big-endian number.
 func hashKey(partitionKey string, explicit *string) (*big.Int, error) {
 	if explicit != nil {
-		h, ok := new(big.Int).SetString(*explicit, 10)
-		if !ok || h.Sign() < 0 || h.Cmp(maxHashKey) > 0 {
+		h, ok := parseHashKey(*explicit)
+		if !ok || h.Cmp(maxHashKey) > 0 {
 			return nil, errInvalidArgument("Invalid ExplicitHashKey. ExplicitHashKey must be in the range: [0, 2^128-1]. Specified value was %s", *explicit)
 		}
 		return h, nil
 	}
 	sum := md5.Sum([]byte(partitionKey))
 	return new(big.Int).SetBytes(sum[:]), nil
+}
+
+// parseHashKey reads a non-negative decimal hash key: digits only, no sign.
+func parseHashKey(s string) (*big.Int, bool) {
+	if s == "" || len(s) > 39 {
+		return nil, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return nil, false
+		}
+	}
+	return new(big.Int).SetString(s, 10)
 }
 
 type putEntry struct {

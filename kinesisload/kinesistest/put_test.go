@@ -115,6 +115,7 @@ func TestPutValidation(t *testing.T) {
 		{"record over 1 MiB", kinesis.PutRecordInput{PartitionKey: aws.String("k"), Data: big}, "InvalidArgument"},
 		{"explicit hash key negative", kinesis.PutRecordInput{PartitionKey: aws.String("k"), ExplicitHashKey: aws.String("-1"), Data: []byte("x")}, "InvalidArgument"},
 		{"explicit hash key 2^128", kinesis.PutRecordInput{PartitionKey: aws.String("k"), ExplicitHashKey: aws.String("340282366920938463463374607431768211456"), Data: []byte("x")}, "InvalidArgument"},
+		{"explicit hash key with a sign", kinesis.PutRecordInput{PartitionKey: aws.String("k"), ExplicitHashKey: aws.String("+1"), Data: []byte("x")}, "InvalidArgument"},
 		{"explicit hash key not a number", kinesis.PutRecordInput{PartitionKey: aws.String("k"), ExplicitHashKey: aws.String("12a"), Data: []byte("x")}, "InvalidArgument"},
 		{"empty data", kinesis.PutRecordInput{PartitionKey: aws.String("k")}, ""},
 	}

@@ -225,7 +225,7 @@ func (f *Fake) SplitShard(ctx context.Context, in *kinesis.SplitShardInput, _ ..
 	if in.NewStartingHashKey == nil {
 		return nil, errInvalidArgument("NewStartingHashKey is required")
 	}
-	h, ok := new(big.Int).SetString(*in.NewStartingHashKey, 10)
+	h, ok := parseHashKey(*in.NewStartingHashKey)
 	if !ok || h.Cmp(s.lo) <= 0 || h.Cmp(s.hi) > 0 {
 		return nil, errInvalidArgument("NewStartingHashKey %s used in SplitShard() on shard %s in stream %s under account %s is not both greater than the shard's StartingHashKey %s and not greater than its EndingHashKey %s.",
 			*in.NewStartingHashKey, s.id, st.name, f.cfg.account, s.lo, s.hi)

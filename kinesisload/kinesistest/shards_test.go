@@ -159,6 +159,7 @@ func TestReshardErrors(t *testing.T) {
 		{"split at the ending hash key", func(x *fixture) error { return x.split(shard0, "170141183460469231731687303715884105727") }, ""},
 		{"split beyond the shard", func(x *fixture) error { return x.split(shard0, half) }, "InvalidArgument"},
 		{"split at a non-number", func(x *fixture) error { return x.split(shard0, "x") }, "InvalidArgument"},
+		{"split at a signed number", func(x *fixture) error { return x.split(shard0, "+5") }, "InvalidArgument"},
 		{"split unknown shard", func(x *fixture) error { return x.split(shard4, "5") }, "ResourceNotFound"},
 		{"split closed shard", func(x *fixture) error {
 			if err := x.split(shard0, "5"); err != nil {
