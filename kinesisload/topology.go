@@ -228,4 +228,3 @@ func (t *topology) apply(updates []ShardProgress) {
 		n.ShardProgress = merge(n.ShardProgress, u)
 	}
 }
-

@@ -1,0 +1,198 @@
+package kinesisload
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/tidemark/tidemark/internal/emulator"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// Against kinesis-local: initialise at LATEST, put records, split and merge
+// while consuming, stop and restart the Loader several times. Every record
+// put after initialisation is delivered, in shard order, children after
+// parents.
+func TestLoaderAgainstKinesisLocal(t *testing.T) {
+	emu := emulator.Start(t, emulator.KinesisLocal)
+	c := emu.Client
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const name = "loader-it"
+	if _, err := c.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := emulator.WaitStreamActive(ctx, c, name); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	put := func(prefix string, n int) {
+		t.Helper()
+		for i := range n {
+			d := fmt.Sprintf("%s-%03d", prefix, i)
+			if _, err := c.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(name), PartitionKey: aws.String(d), Data: []byte(d)}); err != nil {
+				t.Fatalf("put %s: %v", d, err)
+			}
+			if prefix != "history" {
+				want = append(want, d)
+			}
+		}
+	}
+	put("history", 10)
+
+	dir := t.TempDir()
+	rec := newRecorder()
+	cfg := Config{Stream: name, Sink: rec, Dir: dir, ListShardsInterval: 300 * time.Millisecond}
+	run := func(phase string, work func()) {
+		t.Helper()
+		ih := newInitHook()
+		r := start(t, context.Background(), cfg, WithClient(c), WithHooks(ih, rec))
+		ih.wait(t)
+		work()
+		rec.waitFor(t, want...)
+		if err := r.stop(t); err != ErrClosed {
+			t.Fatalf("%s: Run = %v, want ErrClosed", phase, err)
+		}
+	}
+	run("first", func() { put("a", 20) })
+	put("b", 10) // while no Loader runs
+	run("split", func() {
+		splitHalf(ctx, t, c, name, "shardId-000000000000")
+		put("c", 20)
+	})
+	run("merge", func() {
+		open := openShardIDs(ctx, t, c, name)
+		merge2(ctx, t, c, name, open)
+		put("d", 20)
+	})
+	run("last", func() { put("e", 10) })
+
+	// Every record put after initialisation, and nothing from before it.
+	evs := rec.events()
+	first := map[string]int{} // data -> index of its first delivery
+	for i, e := range evs {
+		if e.kind != "deliver" {
+			continue
+		}
+		if _, ok := first[e.data]; !ok {
+			first[e.data] = i
+		}
+	}
+	for _, w := range want {
+		if _, ok := first[w]; !ok {
+			t.Errorf("record %s was never delivered", w)
+		}
+	}
+	for d := range first {
+		if !slices.Contains(want, d) {
+			t.Errorf("record %s from before LATEST was delivered", d)
+		}
+	}
+	// Shard order: first deliveries of each shard come in sequence order.
+	lastSeq := map[string]string{}
+	for i, e := range evs {
+		if e.kind != "deliver" || first[e.data] != i {
+			continue
+		}
+		if p := lastSeq[e.shard]; p != "" && scan.CompareSequence(p, e.seq) >= 0 {
+			t.Errorf("shard %s: %s (seq %s) delivered after seq %s", e.shard, e.data, e.seq, p)
+		}
+		lastSeq[e.shard] = e.seq
+	}
+	// Children after parents: a child's first record comes after every
+	// record of each of its parents.
+	shards := listAll(ctx, t, c, name)
+	for _, s := range shards {
+		child := aws.ToString(s.ShardId)
+		firstChild := -1
+		for i, e := range evs {
+			if e.kind == "deliver" && e.shard == child {
+				firstChild = i
+				break
+			}
+		}
+		if firstChild < 0 {
+			continue
+		}
+		for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
+			for i, e := range evs {
+				if p != nil && e.kind == "deliver" && e.shard == *p && first[e.data] == i && i > firstChild {
+					t.Errorf("parent %s's record %s delivered after child %s's first record", *p, e.data, child)
+				}
+			}
+		}
+	}
+	if len(shards) != 5 {
+		t.Errorf("the stream has %d shards, want 5 (2, a split, a merge)", len(shards))
+	}
+}
+
+func listAll(ctx context.Context, t *testing.T, c *kinesis.Client, name string) []types.Shard {
+	t.Helper()
+	shards, err := listShards(ctx, c, name, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shards
+}
+
+func openShardIDs(ctx context.Context, t *testing.T, c *kinesis.Client, name string) []types.Shard {
+	t.Helper()
+	var open []types.Shard
+	for _, s := range listAll(ctx, t, c, name) {
+		if s.SequenceNumberRange.EndingSequenceNumber == nil {
+			open = append(open, s)
+		}
+	}
+	return open
+}
+
+func splitHalf(ctx context.Context, t *testing.T, c *kinesis.Client, name, shard string) {
+	t.Helper()
+	for _, s := range listAll(ctx, t, c, name) {
+		if aws.ToString(s.ShardId) != shard {
+			continue
+		}
+		lo, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.StartingHashKey), 10)
+		hi, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.EndingHashKey), 10)
+		mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+		if _, err := c.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: aws.String(name), ShardToSplit: aws.String(shard), NewStartingHashKey: aws.String(mid.String())}); err != nil {
+			t.Fatalf("split %s: %v", shard, err)
+		}
+		if err := emulator.WaitStreamActive(ctx, c, name); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("no shard %s", shard)
+}
+
+// merge2 merges the first two adjacent open shards.
+func merge2(ctx context.Context, t *testing.T, c *kinesis.Client, name string, open []types.Shard) {
+	t.Helper()
+	for _, a := range open {
+		for _, b := range open {
+			ae, _ := new(big.Int).SetString(aws.ToString(a.HashKeyRange.EndingHashKey), 10)
+			bs, _ := new(big.Int).SetString(aws.ToString(b.HashKeyRange.StartingHashKey), 10)
+			if new(big.Int).Add(ae, big.NewInt(1)).Cmp(bs) != 0 {
+				continue
+			}
+			if _, err := c.MergeShards(ctx, &kinesis.MergeShardsInput{StreamName: aws.String(name), ShardToMerge: a.ShardId, AdjacentShardToMerge: b.ShardId}); err != nil {
+				t.Fatalf("merge %s %s: %v", aws.ToString(a.ShardId), aws.ToString(b.ShardId), err)
+			}
+			if err := emulator.WaitStreamActive(ctx, c, name); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatal("no two adjacent open shards")
+}
+
