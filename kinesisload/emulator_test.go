@@ -195,4 +195,3 @@ func merge2(ctx context.Context, t *testing.T, c *kinesis.Client, name string, o
 	}
 	t.Fatal("no two adjacent open shards")
 }
-
