@@ -18,7 +18,7 @@
 // shards ([Request]) and returns a position for every shard or an error and
 // no position at all. The Resolver's worker budget ([Config.Workers],
 // default 8) bounds the shard scans running at once across all batches; a
-// batch uses at most min(shards, workers) goroutines (an
+// batch uses at most min(shards, workers) goroutines (a
 // [golang.org/x/sync/errgroup.Group] with SetLimit), each of which waits for
 // a token of the shared budget before it claims a shard. Shards waiting for a
 // token count against [Config.QueueSize]; a batch that does not fit fails at
@@ -101,23 +101,30 @@
 //     TRIM_HORIZON in both strategies: step 1 finds nothing.
 //
 // Records that share a timestamp: arrival times have millisecond precision,
-// and AT_TIMESTAMP t starts at the first record that arrived at or after t.
-// Bisection stops at a window of at least one millisecond, and the anchor is
-// the first record at or after the window's start, so every record sharing
-// the last millisecond is read by the final read, and the last of them is
-// the tip. A thousand records in one millisecond cost one page, not a wrong
+// and AT_TIMESTAMP t starts at the first record that arrived at or after t,
+// so a probe cannot tell records of one millisecond apart, and bisection
+// stops at a window of at least one millisecond. That costs nothing in
+// correctness: the final read starts at the anchor and reads every record
+// after it, by sequence number, whatever their timestamps, so the records
+// sharing the last millisecond are all read and the last of them is the
+// tip. A thousand records in one millisecond cost one page, not a wrong
 // answer.
 //
 // Clock skew: probe times come from Kinesis's clock when it is known, from
-// the HTTP Date of a real response ([awsmiddleware.GetServerTime]), advanced
-// by the time elapsed on this host since; otherwise from [Config.Now].
-// Arrival times are Kinesis's clock too. If this host's clock is ahead, the
-// probe at "now" is in Kinesis's future: it finds nothing (or Kinesis refuses
-// it with "timestampInMillis cannot be greater than currentTimestampInMillis",
-// which the probe treats as nothing found, since no record can be after a
-// time that has not come), and the backward gallop takes a few more steps. If
-// it is behind, the probe at "now" finds a record and step 3 gallops
-// forwards. Either way skew costs O(log(skew)) probes and changes no result.
+// the HTTP Date of a real response
+// ([github.com/aws/aws-sdk-go-v2/aws/middleware.GetServerTime]), advanced by
+// the time elapsed on this host since; otherwise (the in-memory Kinesis sets
+// no Date) from [Config.Now]. The Date has whole seconds, so when this host's
+// clock falls within that second the two agree and the finer local clock is
+// used. Arrival times are Kinesis's clock too. If the clock used is ahead,
+// the probe at "now" is in Kinesis's future: it finds nothing, or Kinesis
+// refuses it ("The timestampInMillis parameter cannot be greater than the
+// currentTimestampInMillis" from AWS, "Timestamp cannot be in the future"
+// from kinesis-mock), which the probe takes as nothing found, since no
+// record can carry a time that has not come; the backward gallop then takes
+// a few more steps. If it is behind, the probe at "now" finds a record and
+// step 3 gallops forwards. Either way skew costs O(log(skew)) probes and
+// changes no result.
 //
 // Shards written while they are scanned: the final read ends at the tip it
 // reaches; a record that arrives after a probe at hi found nothing makes a
