@@ -89,7 +89,7 @@ func TestChildShardsAtEndOfClosedShard(t *testing.T) {
 		parent   string
 		children []types.ChildShard
 	}{
-		{"split", func(x *fixture) error { return x.split(shard0, half) }, shard0, []types.ChildShard{
+		{"split", func(x *fixture) error { return x.split(shard0, "1000") }, shard0, []types.ChildShard{
 			{ShardId: aws.String(shard2), ParentShards: []string{shard0}},
 			{ShardId: aws.String(shard3), ParentShards: []string{shard0}},
 		}},
