@@ -140,13 +140,13 @@ func Start(tb testing.TB, kind Kind) *Emulator {
 					tb.Errorf("emulator: stop %s: %v", kind, err)
 				}
 				if tb.Failed() {
-					tb.Logf("emulator: %s output:\n%s", kind, e.out.String())
+					tb.Logf("emulator: %s output:\n%s", kind, e.out.orNone())
 				}
 			})
 			return e
 		}
 		stopErr := e.stop()
-		errs = append(errs, fmt.Errorf("attempt %d on port %d: %w\n%s", attempt, e.port, errors.Join(err, stopErr), e.out.String()))
+		errs = append(errs, fmt.Errorf("attempt %d on port %d: %w\n%s", attempt, e.port, errors.Join(err, stopErr), e.out.orNone()))
 		if !strings.Contains(e.out.String(), "EADDRINUSE") {
 			break // not a port race: retrying would fail the same way
 		}
@@ -401,4 +401,12 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// orNone returns the output, or "(no output)" when there is none.
+func (b *syncBuffer) orNone() string {
+	if s := b.String(); s != "" {
+		return s
+	}
+	return "(no output)"
 }

@@ -119,48 +119,50 @@ func TestWaitStreamActive(t *testing.T) {
 	})
 }
 
-// TestNotInstalled checks that a missing install fails the test (not short)
-// and names the install script.
+// TestNotInstalled checks what Start does without an install: fail the
+// test, naming the install script, or under -short skip it.
 func TestNotInstalled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("under -short a missing install skips instead of failing; this test covers the failing case")
-	}
 	t.Setenv(EnvDir, t.TempDir())
 	rec := &recordTB{TB: t}
 	done := make(chan struct{})
-	go func() { // Fatal ends the goroutine with runtime.Goexit
+	go func() { // Fatal and Skip end the goroutine with runtime.Goexit
 		defer close(done)
 		Start(rec, Kinesalite)
 	}()
 	<-done
-	if !rec.fatal {
-		t.Fatal("Start without an install did not fail the test")
+	want := "fatal"
+	if testing.Short() {
+		want = "skip"
+	}
+	if rec.outcome != want {
+		t.Fatalf("Start without an install (short=%v): outcome %q, want %q", testing.Short(), rec.outcome, want)
 	}
 	if !strings.Contains(rec.msg, InstallScript) {
-		t.Errorf("failure %q does not name %s", rec.msg, InstallScript)
+		t.Errorf("message %q does not name %s", rec.msg, InstallScript)
 	}
 }
 
+// recordTB records how Start ended the test instead of ending it.
 type recordTB struct {
 	testing.TB
-	fatal bool
-	msg   string
+	outcome string // "fatal" or "skip"
+	msg     string
 }
 
 func (r *recordTB) Helper() {}
 
 func (r *recordTB) Fatal(args ...any) {
-	r.fatal, r.msg = true, fmt.Sprint(args...)
+	r.outcome, r.msg = "fatal", fmt.Sprint(args...)
 	runtime.Goexit()
 }
 
 func (r *recordTB) Fatalf(format string, args ...any) {
-	r.fatal, r.msg = true, fmt.Sprintf(format, args...)
+	r.outcome, r.msg = "fatal", fmt.Sprintf(format, args...)
 	runtime.Goexit()
 }
 
 func (r *recordTB) Skip(args ...any) {
-	r.msg = fmt.Sprint(args...)
+	r.outcome, r.msg = "skip", fmt.Sprint(args...)
 	runtime.Goexit()
 }
 
