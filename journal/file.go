@@ -54,7 +54,6 @@ var _ Journal = (*FileJournal)(nil)
 // appendReq is one Append call handed to the writer goroutine.
 type appendReq struct {
 	frames []byte // encoded frames, index 0, CRC field holding the data's CRC
-	n      int    // number of records
 	last   uint64 // set by the writer
 	err    error  // set by the writer
 	done   chan struct{}
@@ -185,7 +184,7 @@ func (j *FileJournal) Append(ctx context.Context, recs ...[]byte) (uint64, error
 		frames = appendFrame(frames, 0, r)
 		binary.LittleEndian.PutUint32(frames[off+wordSize:], crc32.Checksum(r, crcTable))
 	}
-	req := &appendReq{frames: frames, n: len(recs), done: make(chan struct{})}
+	req := &appendReq{frames: frames, done: make(chan struct{})}
 
 	j.gate.RLock()
 	if j.closed {

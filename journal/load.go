@@ -85,8 +85,10 @@ func load(dir string, maxRecord int) (*dirState, *damage, error) {
 		}
 		name := e.Name()
 		path := filepath.Join(dir, name)
-		if strings.HasSuffix(name, tempExt) {
-			st.temps = append(st.temps, path)
+		if base, ok := strings.CutSuffix(name, tempExt); ok {
+			if _, ours := parseFileName(base); ours {
+				st.temps = append(st.temps, path)
+			}
 			continue
 		}
 		n, ok := parseFileName(name)
