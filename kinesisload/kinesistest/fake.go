@@ -196,7 +196,10 @@ func (f *Fake) trim(s *shard, now time.Time) {
 	cutoff := now.Add(-f.cfg.retention)
 	i := sort.Search(len(s.records), func(i int) bool { return !s.records[i].arrival.Before(cutoff) })
 	if i > 0 {
-		s.records = append([]record(nil), s.records[i:]...)
+		// Drop the payloads now; the array itself is freed when append
+		// next grows it.
+		clear(s.records[:i])
+		s.records = s.records[i:]
 	}
 }
 
