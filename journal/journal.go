@@ -72,12 +72,14 @@ type Journal interface {
 	// records. When Snapshot returns nil the snapshot is durable: Replay
 	// then yields it first, followed only by records with a larger index.
 	// index must be at least the latest snapshot's index (equal replaces
-	// it) and at most the last appended record's index, else the error
-	// wraps ErrSnapshotIndex; index 0 (a state before any record) is valid
-	// on a journal with no snapshot. If Snapshot returns an error, Replay
-	// yields either this snapshot or the previous state of the journal,
-	// both of which replay to the same state. Snapshot does not retain
-	// state. It returns ErrClosed after Close.
+	// it) and at most the index of the last record whose Append has
+	// returned, else the error wraps ErrSnapshotIndex; index 0 (a state
+	// before any record) is valid on a journal with no snapshot. ctx is
+	// checked before anything is written; a snapshot being written is not
+	// interrupted. If Snapshot returns an error, Replay yields either this
+	// snapshot or the journal as it was, both of which replay to the same
+	// state. Snapshot does not retain state. It returns ErrClosed after
+	// Close, ErrFailed after a write failure of the file journal.
 	Snapshot(ctx context.Context, index uint64, state []byte) error
 
 	// Close waits for appends already handed to the journal to finish,
