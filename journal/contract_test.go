@@ -364,3 +364,26 @@ func TestContractConcurrentReplaySnapshot(t *testing.T) {
 		})
 	}
 }
+
+func TestContractCancelledAppend(t *testing.T) {
+	for name, newJ := range impls() {
+		t.Run(name, func(t *testing.T) {
+			j := newJ(t)
+			defer closeJournal(t, j)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if _, err := j.Append(ctx, []byte("x")); !errors.Is(err, context.Canceled) {
+				t.Errorf("Append with a cancelled context: err = %v, want context.Canceled", err)
+			}
+			if err := j.Snapshot(ctx, 0, nil); !errors.Is(err, context.Canceled) {
+				t.Errorf("Snapshot with a cancelled context: err = %v, want context.Canceled", err)
+			}
+			if _, err := collect(j); err != nil {
+				t.Fatal(err)
+			}
+			if got := replayAll(t, j); len(got) != 0 {
+				t.Errorf("Replay after a cancelled Append and Snapshot = %v, want nothing", got)
+			}
+		})
+	}
+}

@@ -257,6 +257,10 @@ func TestCrashPoints(t *testing.T) {
 			if diff := cmp.Diff([]string{fileName{kind: kindSnapshot, index: tt.snapIndex}.String()}, snaps); diff != "" {
 				t.Errorf("snapshot and temporary files after reopening (-want +got):\n%s", diff)
 			}
+			segs := segmentPaths(t, dir)
+			if first := segName(t, segs[0]).index; first > tt.snapIndex+1 || (len(segs) > 1 && segName(t, segs[1]).index <= tt.snapIndex+1) {
+				t.Errorf("after reopening, segments %v remain: want no segment wholly covered by the snapshot at %d", names(segs), tt.snapIndex)
+			}
 		})
 	}
 }

@@ -3,6 +3,7 @@ package journal
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -286,4 +287,56 @@ func TestCorruptSnapshot(t *testing.T) {
 			t.Errorf("a refused Repair changed the files (-before +after):\n%s", diff)
 		}
 	})
+}
+
+func TestRecordsMissingAfterSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	cfg := smallConfig()
+	build(t, dir, cfg, 60)
+	j, err := Open(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Snapshot(context.Background(), 5, []byte("s5")); err != nil {
+		t.Fatal(err)
+	}
+	closeJournal(t, j)
+	segs := segmentPaths(t, dir)
+	if segName(t, segs[0]).index > 6 {
+		t.Fatalf("first segment %s does not hold record 6", segs[0])
+	}
+	os.Remove(segs[0])
+	next := segName(t, segs[1])
+	_, err = Open(dir, cfg)
+	var ce *CorruptError
+	wantReason := fmt.Sprintf("records 6 to %d are missing", next.index-1)
+	if !errors.As(err, &ce) || ce.File != segs[1] || ce.Offset != 0 || !strings.HasPrefix(ce.Reason, wantReason) {
+		t.Fatalf("Open: err = %v, want a *CorruptError in %s at 0 starting %q", err, segs[1], wantReason)
+	}
+	rep, err := Repair(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(names(segs[1:]), cutFiles(rep)); diff != "" {
+		t.Errorf("Repair moved aside (-want +got):\n%s", diff)
+	}
+	j, err = Open(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeJournal(t, j)
+	if diff := cmp.Diff([]entry{{5, true, "s5"}}, replayAll(t, j)); diff != "" {
+		t.Errorf("Replay after Repair (-want +got):\n%s", diff)
+	}
+	if last := mustAppend(t, j, "r6"); last != 6 {
+		t.Errorf("Append after Repair: last = %d, want 6", last)
+	}
+}
+
+func cutFiles(rep RepairReport) []string {
+	var out []string
+	for _, c := range rep.Cuts {
+		out = append(out, filepath.Base(c.File))
+	}
+	return out
 }
