@@ -58,6 +58,12 @@ const (
 	// shard, or a time after the last record). Found by this suite; not
 	// (yet) in EMULATORS.md.
 	quirkAtTimestampPastTipHangs
+	// quirkSequenceNumberUnchecked: GetShardIterator answers a
+	// StartingSequenceNumber that is not one of the shard's with
+	// ResourceNotFoundException (and accepts a parent's number on a child
+	// shard), not InvalidArgumentException. Found by this suite; not (yet)
+	// in EMULATORS.md.
+	quirkSequenceNumberUnchecked
 )
 
 // target is one implementation of kinesistest.API under test.
@@ -79,7 +85,9 @@ var targets = []target{
 		quirks: map[quirk]string{
 			quirkEndingSequenceMax:      "kinesis-local 0.6.2 reports EndingSequenceNumber 9223372036854775807 for every closed shard",
 			quirkInvalidIteratorUntyped: "kinesis-local 0.6.2 answers a non-base64 iterator with HTTP 500 and an empty body (SDK UnknownError)",
-			quirkAtTrimHorizonAll:       "kinesis-local 0.6.2 answers ShardFilter AT_TRIM_HORIZON with every retained shard, like FROM_TRIM_HORIZON, where Kinesis documents only the shards open at the trim horizon",
+			quirkSequenceNumberUnchecked: "kinesis-local 0.6.2 answers a StartingSequenceNumber that is not one of the shard's " +
+				"with ResourceNotFoundException (\"Unable to find record with provided SequenceNumber\"), not InvalidArgumentException",
+			quirkAtTrimHorizonAll: "kinesis-local 0.6.2 answers ShardFilter AT_TRIM_HORIZON with every retained shard, like FROM_TRIM_HORIZON, where Kinesis documents only the shards open at the trim horizon",
 		},
 		open: func(t *testing.T) kinesistest.API {
 			return emulator.Start(t, emulator.KinesisLocal).Client
@@ -118,6 +126,7 @@ var cases = []struct {
 	{"ShardFilter", testShardFilter},
 	{"UnknownStream", testUnknownStream},
 	{"InvalidIterator", testInvalidIterator},
+	{"InvalidStartingSequenceNumber", testInvalidStartingSequence},
 }
 
 // TestConformance starts each target once and runs every case against it,
@@ -997,4 +1006,38 @@ func testInvalidIterator(t *testing.T, e *env) {
 			t.Errorf("GetRecords with a malformed iterator = %v (%T), want *types.InvalidArgumentException", err, err)
 		}
 	})
+}
+
+// testInvalidStartingSequence: GetShardIterator refuses a sequence number
+// that is not one of the shard's with *types.InvalidArgumentException.
+func testInvalidStartingSequence(t *testing.T, e *env) {
+	ctx := e.ctx(t)
+	stream := e.createStream(t, ctx, 2)
+	shards := e.listShards(t, ctx, stream)
+	slices.SortFunc(shards, func(a, b types.Shard) int {
+		return seqNumCmp(t, *a.HashKeyRange.StartingHashKey, *b.HashKeyRange.StartingHashKey)
+	})
+	lo := aws.ToString(shards[0].ShardId)
+	e.put(t, ctx, stream, "lo", big.NewInt(0))
+	hiSeq := e.put(t, ctx, stream, "hi", maxHashKey).SequenceNumber
+	for _, tc := range []struct {
+		name string
+		typ  types.ShardIteratorType
+		seq  *string
+	}{
+		{"AT_SEQUENCE_NUMBER of another shard's record", types.ShardIteratorTypeAtSequenceNumber, hiSeq},
+		{"AFTER_SEQUENCE_NUMBER of another shard's record", types.ShardIteratorTypeAfterSequenceNumber, hiSeq},
+		{"AT_SEQUENCE_NUMBER 1", types.ShardIteratorTypeAtSequenceNumber, aws.String("1")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e.skipFor(t, quirkSequenceNumberUnchecked)
+			_, err := e.api.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{
+				StreamName: aws.String(stream), ShardId: aws.String(lo), ShardIteratorType: tc.typ, StartingSequenceNumber: tc.seq,
+			})
+			var ia *types.InvalidArgumentException
+			if !errors.As(err, &ia) {
+				t.Errorf("GetShardIterator(%s, %s %s) = %v (%T), want *types.InvalidArgumentException", lo, tc.typ, aws.ToString(tc.seq), err, err)
+			}
+		})
+	}
 }
