@@ -42,7 +42,8 @@ func TestLockOtherProcess(t *testing.T) {
 
 // childRun is what one killed child reported.
 type childRun struct {
-	begun map[string]bool
+	begun map[string]int // record -> line number of its "begin"
+	ackAt map[string]int // record -> line number of its "ack"
 	acked []string
 	errs  []string
 }
@@ -65,17 +66,19 @@ func runAndKill(t *testing.T, dir, run string, rng *rand.Rand) childRun {
 	ready := make(chan struct{})
 	done := make(chan childRun)
 	go func() {
-		cr := childRun{begun: map[string]bool{}}
+		cr := childRun{begun: map[string]int{}, ackAt: map[string]int{}}
 		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
+		for n := 0; sc.Scan(); n++ {
 			line := sc.Text()
 			switch {
 			case line == "ready":
 				close(ready)
 			case strings.HasPrefix(line, "begin "):
-				cr.begun[strings.TrimPrefix(line, "begin ")] = true
+				cr.begun[strings.TrimPrefix(line, "begin ")] = n
 			case strings.HasPrefix(line, "ack "):
-				cr.acked = append(cr.acked, strings.TrimPrefix(line, "ack "))
+				r := strings.TrimPrefix(line, "ack ")
+				cr.acked = append(cr.acked, r)
+				cr.ackAt[r] = n
 			default:
 				cr.errs = append(cr.errs, line)
 			}
@@ -94,6 +97,9 @@ func runAndKill(t *testing.T, dir, run string, rng *rand.Rand) childRun {
 	cr := <-done
 	if err := cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Fatalf("child exited with %v, want killed; stderr:\n%s", err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "DATA RACE") {
+		t.Fatalf("the race detector reported in the child:\n%s", stderr.String())
 	}
 	if len(cr.errs) > 0 {
 		t.Fatalf("child reported errors: %q; stderr:\n%s", cr.errs, stderr.String())
@@ -158,8 +164,9 @@ func TestCrashKill9(t *testing.T) {
 }
 
 // checkRun checks the records one killed child added: each goroutine's
-// records are 0..m in order, every acknowledged one is there, and any
-// other is one the child had begun.
+// records are 0..m in order, every acknowledged one is there, any other is
+// one the child had begun, and a record acknowledged before another began
+// precedes it.
 func checkRun(t *testing.T, runs int, run string, added []string, cr childRun) {
 	t.Helper()
 	next := make([]int, helperAppenders) // next sequence number expected per goroutine
@@ -173,7 +180,7 @@ func checkRun(t *testing.T, runs int, run string, added []string, cr childRun) {
 			t.Fatalf("run %d: record %q follows %s-g%d-%d: out of order or missing", runs, r, run, g, next[g]-1)
 		}
 		next[g]++
-		if !cr.begun[r] {
+		if _, ok := cr.begun[r]; !ok {
 			t.Fatalf("run %d: record %q is in the journal but the child never began appending it", runs, r)
 		}
 		present[r] = true
@@ -181,6 +188,19 @@ func checkRun(t *testing.T, runs int, run string, added []string, cr childRun) {
 	for _, r := range cr.acked {
 		if !present[r] {
 			t.Fatalf("run %d: acknowledged record %q is missing from the journal", runs, r)
+		}
+	}
+	// Real-time order: a record whose Append returned before another's
+	// began comes first in the journal. Walking backwards, minAck is the
+	// earliest acknowledgement among the records after the current one.
+	minAck, minAckRec := int(^uint(0)>>1), ""
+	for i := len(added) - 1; i >= 0; i-- {
+		r := added[i]
+		if minAck < cr.begun[r] {
+			t.Fatalf("run %d: %q was acknowledged before %q began, but comes after it in the journal", runs, minAckRec, r)
+		}
+		if at, ok := cr.ackAt[r]; ok && at < minAck {
+			minAck, minAckRec = at, r
 		}
 	}
 }

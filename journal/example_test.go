@@ -13,7 +13,7 @@ import (
 
 // A journal records decisions durably; Replay rebuilds the state from the
 // latest snapshot and the records after it.
-func Example() {
+func ExampleOpen() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "journal-example")
 	if err != nil {
