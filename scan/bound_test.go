@@ -127,6 +127,10 @@ func TestResolveWorkerBound(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			got := map[string]map[string]string{}
+			ids := map[string][]string{}
+			for name := range want {
+				ids[name] = shardIDs(t, w.fake, name)
+			}
 			errs := make([]error, 3)
 			var mu sync.Mutex
 			var wg sync.WaitGroup
@@ -135,7 +139,7 @@ func TestResolveWorkerBound(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					res, err := r.Resolve(ctx, scan.Request{Client: c, Stream: name, Shards: shardIDs(t, w.fake, name)})
+					res, err := r.Resolve(ctx, scan.Request{Client: c, Stream: name, Shards: ids[name]})
 					errs[b] = err
 					mu.Lock()
 					got[name] = positions(res)
