@@ -34,9 +34,10 @@ type Config struct {
 	MaxRecordSize int
 
 	// afterStep, when set (by tests only), is called after each durable
-	// step of a snapshot, a compaction and a segment roll, with the
-	// step's name; a non-nil error stops the operation there and is
-	// returned, as a crash at that point would stop it.
+	// step of a snapshot, a compaction, a segment roll and an append
+	// batch, with the step's name; a non-nil error stops the operation
+	// there and is returned, as a crash at that point would stop it. It
+	// is called from the goroutine doing the step and may block it.
 	afterStep func(step string) error
 }
 

@@ -282,6 +282,9 @@ func (j *FileJournal) commit(batch []*appendReq) {
 		err = fdatasync(j.active)
 		j.fsyncs.Add(1)
 	}
+	if err == nil {
+		err = j.cfg.step("batch-synced")
+	}
 	if err != nil {
 		err = j.fail(fmt.Errorf("journal: append to %s: %w", j.active.Name(), err))
 		for _, r := range batch {

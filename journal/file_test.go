@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -426,5 +428,77 @@ func TestFlippedBit(t *testing.T) {
 				t.Errorf("Open of a corrupt journal changed the files (-before +after):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestFileSyncBeforeReturn checks that every Append returns only after an
+// fsync that covers it: one appender at a time costs one fsync per append.
+func TestFileSyncBeforeReturn(t *testing.T) {
+	j, err := Open(t.TempDir(), DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeJournal(t, j)
+	for i := 1; i <= 5; i++ {
+		mustAppend(t, j, rec(i))
+		if got := j.fsyncs.Load(); got != int64(i) {
+			t.Fatalf("after %d sequential appends, %d fsyncs; want %d", i, got, i)
+		}
+	}
+}
+
+// TestFileGroupCommit holds the writer inside one batch while ten more
+// appends queue up, then checks that those ten share one write and one
+// fsync and get consecutive indexes.
+func TestFileGroupCommit(t *testing.T) {
+	release := make(chan struct{})
+	held := make(chan struct{})
+	cfg := DefaultConfig()
+	first := true
+	cfg.afterStep = func(step string) error {
+		if step == "batch-synced" && first {
+			first = false
+			close(held)
+			<-release
+		}
+		return nil
+	}
+	j, err := Open(t.TempDir(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeJournal(t, j)
+	ctx := context.Background()
+	firstDone := make(chan error)
+	go func() { _, err := j.Append(ctx, []byte("first")); firstDone <- err }()
+	<-held
+	const queued = 10
+	results := make(chan uint64, queued)
+	for i := range queued {
+		go func() {
+			last, err := j.Append(ctx, []byte(fmt.Sprintf("queued-%d", i)))
+			if err != nil {
+				t.Error(err)
+			}
+			results <- last
+		}()
+	}
+	for len(j.reqs) < queued { // wait until all ten are queued
+		runtime.Gosched()
+	}
+	close(release)
+	if err := <-firstDone; err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for range queued {
+		got = append(got, <-results)
+	}
+	slices.Sort(got)
+	if diff := cmp.Diff([]uint64{2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, got); diff != "" {
+		t.Errorf("indexes of the queued appends (-want +got):\n%s", diff)
+	}
+	if n := j.fsyncs.Load(); n != 2 {
+		t.Errorf("%d fsyncs for one append and ten queued ones, want 2", n)
 	}
 }
