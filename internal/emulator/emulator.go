@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -195,7 +196,23 @@ func launch(dir, preload, script string, kind Kind) (*Emulator, error) {
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+	done := make(chan struct{})
+	started := make(chan error, 1)
+	go func() {
+		// On Linux the emulator gets SIGKILL when the thread that started
+		// it exits (see setDeathSignal); keep this goroutine on that thread
+		// until the emulator has exited, so no other code can end it.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait() // the exit status of a killed emulator says nothing
+		close(done)
+	}()
+	if err := <-started; err != nil {
 		return nil, fmt.Errorf("exec node %s: %w", script, err)
 	}
 	e := &Emulator{
@@ -203,14 +220,10 @@ func launch(dir, preload, script string, kind Kind) (*Emulator, error) {
 		Endpoint: "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		port:     port,
 		cmd:      cmd,
-		done:     make(chan struct{}),
+		done:     done,
 		out:      out,
 	}
 	e.Client = NewClient(e.Endpoint)
-	go func() {
-		_ = cmd.Wait() // the exit status of a killed emulator says nothing
-		close(e.done)
-	}()
 	return e, nil
 }
 
