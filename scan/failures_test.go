@@ -112,6 +112,9 @@ func TestResolveAllOrNothing(t *testing.T) {
 				resolved := 0
 				cfg.Hooks.ShardResolved = func(string, scan.ShardResult) { mu.Lock(); resolved++; mu.Unlock() }
 				res, err := newResolver(t, cfg).Resolve(ctx, scan.Request{Client: c, Stream: "s", Shards: ids})
+				if n := c.inFlight.Load(); n != 0 {
+					t.Errorf("%d calls still in flight when Resolve returned", n)
+				}
 				if err == nil {
 					t.Fatalf("Resolve succeeded with %v, want an error", positions(res))
 				}

@@ -190,9 +190,14 @@ type recorder struct {
 
 	// panicOn, if set, makes calls on that shard panic.
 	panicOn string
+
+	// inFlight counts calls that have not returned.
+	inFlight atomic.Int64
 }
 
 func (c *recorder) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	c.inFlight.Add(1)
+	defer c.inFlight.Add(-1)
 	c.mu.Lock()
 	cp := *in
 	c.iters = append(c.iters, &cp)
@@ -205,6 +210,8 @@ func (c *recorder) GetShardIterator(ctx context.Context, in *kinesis.GetShardIte
 }
 
 func (c *recorder) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	c.inFlight.Add(1)
+	defer c.inFlight.Add(-1)
 	c.mu.Lock()
 	c.countCall(optFns)
 	c.getCalls++

@@ -70,7 +70,8 @@ type Stats struct {
 	// Retries counts attempts that were retried (after a retryable error
 	// or an expired iterator).
 	Retries int
-	// Probes counts existence probes (probe strategy only).
+	// Probes counts the reads of the probe strategy before its final
+	// read: the head read and the existence probes.
 	Probes int
 	// Records and Bytes count what GetRecords returned: records, and
 	// their data plus partition key bytes.

@@ -87,7 +87,7 @@ func (s *shardScan) probeScan(ctx context.Context) (Position, error) {
 	// full scan's by the same rule: its last record, or TRIM_HORIZON when
 	// it holds none.
 	s.stats.Probes++
-	first, ok, tip, err := s.readToTip(ctx, TrimHorizon(), s.cfg.HeadLimit, true)
+	head, ok, tip, err := s.readToTip(ctx, TrimHorizon(), s.cfg.HeadLimit, true)
 	if err != nil {
 		return Position{}, err
 	}
@@ -95,8 +95,8 @@ func (s *shardScan) probeScan(ctx context.Context) (Position, error) {
 	case !ok:
 		return TrimHorizon(), nil
 	case tip:
-		return AfterSequence(first.seq), nil
-	case !first.haveTS:
+		return AfterSequence(head.seq), nil
+	case !head.haveTS:
 		// No arrival times: nothing to search on.
 		return s.fullScan(ctx)
 	}
@@ -104,8 +104,8 @@ func (s *shardScan) probeScan(ctx context.Context) (Position, error) {
 	// or before which it is known that some record exists at or after lo
 	// (the anchor). If haveHi, a probe at hi found no record at or after
 	// hi when it ran.
-	anchor := first
-	lo := ms(first.ts)
+	anchor := head
+	lo := ms(head.ts)
 	var hi time.Time
 	haveHi := false
 
@@ -297,9 +297,7 @@ func (s *shardScan) call(ctx context.Context, op string, f func(context.Context)
 			return err
 		}
 		s.stats.Calls++
-		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-		err := f(cctx)
-		cancel()
+		err := s.attempt(ctx, f)
 		if err == nil {
 			return nil
 		}
@@ -319,6 +317,13 @@ func (s *shardScan) call(ctx context.Context, op string, f func(context.Context)
 			return fmt.Errorf("waiting to retry after %v: %w", err, serr)
 		}
 	}
+}
+
+// attempt makes one call under its own timeout.
+func (s *shardScan) attempt(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	return f(ctx)
 }
 
 // backoff returns the wait after the given failed attempt (from 1).
