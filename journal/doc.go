@@ -63,6 +63,7 @@
 //
 // The directory is locked with flock(2) on its LOCK file while a journal is
 // open; a second Open, in this process or another, fails with [ErrLocked].
-// The lock and fdatasync make the file journal Linux-first; it builds on
-// other Unix systems too.
+// Linux is the target (appends use fdatasync); other Unix systems use
+// fsync, and where flock does not exist Open returns an error. [Memory]
+// works everywhere.
 package journal
