@@ -2,6 +2,7 @@ package scan_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -160,4 +161,38 @@ func BenchmarkThousandShards(b *testing.B) {
 	b.ReportMetric(ideal.Seconds(), "ideal-s")
 	b.ReportMetric(wall.Seconds(), "wall-s")
 	b.ReportMetric(wall.Seconds()/ideal.Seconds(), "wall/ideal")
+}
+
+// BenchmarkProbeGrowth resolves shards of 10,000 and 1,000,000 records
+// (100 bytes, written at 1,000 records/s) that have been idle for a minute,
+// an hour and a day, with the default strategy. The cost follows the
+// logarithm of the time since the last record (at most the retention), not
+// the number of records.
+func BenchmarkProbeGrowth(b *testing.B) {
+	for _, n := range []int{10_000, 1_000_000} {
+		w := newWorld(b)
+		kinesistest.NewStream(b, w.fake, "s", 1)
+		want := putN(b, w.fake, "s", shard0, n, 100, w.every(time.Millisecond))
+		idle := time.Duration(0)
+		for _, until := range []time.Duration{time.Minute, time.Hour, 24 * time.Hour} {
+			w.clock.Advance(until - idle)
+			idle = until
+			b.Run(fmt.Sprintf("records=%d/idle=%v", n, until), func(b *testing.B) {
+				var last scan.ShardResult
+				for b.Loop() {
+					res, err := newResolver(b, w.testConfig(scan.StrategyProbe, 0)).Resolve(context.Background(), scan.Request{Client: w.fake, Stream: "s", Shards: []string{shard0}})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if got := res[0].Position.String(); got != after(want) {
+						b.Fatalf("position %s, want %s", got, after(want))
+					}
+					last = res[0]
+				}
+				b.ReportMetric(float64(last.Stats.Calls), "calls")
+				b.ReportMetric(float64(last.Stats.Probes), "probes")
+				b.ReportMetric(float64(last.Stats.Bytes), "bytes")
+			})
+		}
+	}
 }
