@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -231,6 +232,10 @@ func (j *FileJournal) writer() {
 		}
 		j.commit(batch)
 		clear(batch)
+		// Let the appenders just answered run and queue their next
+		// append before the next batch starts: on a machine with few
+		// cores this nearly doubles the appends per fsync.
+		runtime.Gosched()
 	}
 }
 
