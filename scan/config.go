@@ -47,9 +47,11 @@ const (
 	DefaultResolution    = 100 * time.Millisecond
 )
 
-// DefaultBackoff is the wait before each retry when [Config.Backoff] is
-// empty: 1 s, 2 s, then 4 s.
-var DefaultBackoff = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
+// DefaultBackoff returns the waits before each retry used when
+// [Config.Backoff] is empty: 1 s, 2 s, then 4 s.
+func DefaultBackoff() []time.Duration {
+	return []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
+}
 
 // Config configures a [Resolver]. A zero Config is valid: every zero field
 // takes the default named in its comment.
@@ -195,7 +197,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Retries = 0
 	}
 	if len(c.Backoff) == 0 {
-		c.Backoff = DefaultBackoff
+		c.Backoff = DefaultBackoff()
 	}
 	c.Backoff = append([]time.Duration(nil), c.Backoff...)
 	switch {

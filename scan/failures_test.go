@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
@@ -247,7 +248,7 @@ func TestResolveRetries(t *testing.T) {
 				if e.Stream != "s" || e.Shard != ids[0] || e.Op != "GetRecords" || e.Attempt != wantAttempt || e.Err == nil {
 					t.Errorf("event %d = %+v, want stream s, shard %s, GetRecords, attempt %d, an error", i, e, ids[0], wantAttempt)
 				}
-				base := scan.DefaultBackoff[wantAttempt-1]
+				base := scan.DefaultBackoff()[wantAttempt-1]
 				if e.Backoff < base || e.Backoff > base+base/5 {
 					t.Errorf("event %d: backoff %v, want %v plus at most 20%% jitter", i, e.Backoff, base)
 				}
@@ -465,5 +466,61 @@ func TestResolveHookShardResolved(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("hook results (-want +got):\n%s", diff)
+	}
+}
+
+// stuck holds the first GetShardIterator call until release is closed,
+// whatever its context says, as a call stuck in the network would.
+type stuck struct {
+	scan.Client
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (c *stuck) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	first := false
+	c.once.Do(func() { first = true })
+	if first {
+		close(c.entered)
+		<-c.release
+	}
+	return c.Client.GetShardIterator(ctx, in, optFns...)
+}
+
+// TestResolveBatchTimeoutCoversQueueing lets a batch wait for the only
+// worker, held by another batch, past its deadline: it fails without a call,
+// and gives its place in the queue back.
+func TestResolveBatchTimeoutCoversQueueing(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	w, ids := fourShards(t)
+	cfg := w.testConfig(scan.StrategyProbe, 0)
+	cfg.Workers = 1
+	cfg.QueueSize = 2
+	cfg.BatchTimeout = 30 * time.Millisecond
+	r := newResolver(t, cfg)
+	a := &stuck{Client: w.fake, entered: make(chan struct{}), release: make(chan struct{})}
+	errA := make(chan error, 1)
+	go func() {
+		_, err := r.Resolve(context.Background(), scan.Request{Client: a, Stream: "s", Shards: ids[:1]})
+		errA <- err
+	}()
+	<-a.entered
+	b := &recorder{Client: w.fake}
+	res, err := r.Resolve(context.Background(), scan.Request{Client: b, Stream: "s", Shards: ids[1:3]})
+	if !errors.Is(err, context.DeadlineExceeded) || res != nil {
+		t.Fatalf("batch B = %d results, %v; want none and the deadline", len(res), err)
+	}
+	if b.calls != 0 {
+		t.Errorf("batch B made %d calls while queued", b.calls)
+	}
+	close(a.release)
+	if err := <-errA; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("batch A: %v, want the deadline", err)
+	}
+	// Both batches gave their places back: two shards fit again.
+	res, err = r.Resolve(context.Background(), scan.Request{Client: w.fake, Stream: "s", Shards: ids[2:]})
+	if err != nil || len(res) != 2 {
+		t.Errorf("batch C = %d results, %v; want 2", len(res), err)
 	}
 }
