@@ -1,0 +1,392 @@
+package kinesisload
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/tidemark/tidemark/internal/backoff"
+	"github.com/tidemark/tidemark/internal/kerr"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// Defaults of readerConfig, used where a field is zero.
+const (
+	readerDefaultLimit       = 10000
+	readerDefaultMinInterval = 200 * time.Millisecond // 5 GetRecords calls/s per shard
+	readerDefaultIdleWait    = time.Second
+	readerDefaultCallTimeout = 30 * time.Second
+	readerDefaultMaxAttempts = 5
+	readerDefaultReadBytes   = 2 << 20 // 2 MiB/s read per shard
+)
+
+// readerDefaultRetry is the backoff between tries of a call that failed
+// with a retryable error other than throttling: about 1 s, 2 s, 4 s, 8 s.
+var readerDefaultRetry = backoff.Policy{Base: time.Second, Max: 30 * time.Second, Jitter: backoff.EqualJitter}
+
+// readerDefaultThrottle is the backoff after a throttled call: about
+// 0.5 s, 1 s, 2 s, ... up to 10 s.
+var readerDefaultThrottle = backoff.Policy{Base: 500 * time.Millisecond, Max: 10 * time.Second, Jitter: backoff.EqualJitter}
+
+// readerConfig configures a reader. Zero fields take the defaults above.
+type readerConfig struct {
+	client        scan.Client
+	stream, shard string
+	// start is where reading begins: TRIM_HORIZON, AT_TIMESTAMP,
+	// AT_SEQUENCE_NUMBER or AFTER_SEQUENCE_NUMBER. LATEST must have been
+	// resolved before a shard is read, and SHARD_END has nothing to read:
+	// both are refused.
+	start scan.Position
+	// limit is the GetRecords Limit, 1 to 10000. Default 10000.
+	limit int32
+	// minInterval is the least time between two GetRecords calls of this
+	// shard. Default 200 ms: Kinesis serves 5 calls per second per shard.
+	minInterval time.Duration
+	// readBytesPerSecond paces reads by size as well: after a page of n
+	// bytes (data plus partition keys) the next call waits n divided by
+	// this rate, so that a shard is not throttled for its 2 MiB/s read
+	// limit. Default 2 MiB; negative switches it off.
+	readBytesPerSecond int64
+	// idleWait is the wait after an empty page at the tip of an open
+	// shard (MillisBehindLatest 0). Default 1 s.
+	idleWait time.Duration
+	// callTimeout bounds every Kinesis call. Default 30 s.
+	callTimeout time.Duration
+	// maxAttempts bounds the tries of one call that keeps failing with a
+	// retryable error other than throttling (a 5xx, a timeout, a reset
+	// connection), and the iterator renewals in a row that are followed by
+	// another expiry. Default 5.
+	maxAttempts int
+	// maxThrottles bounds the retries of one call that keeps being
+	// throttled. Default 0: unlimited while ctx lives. Throttling means the
+	// shard works but is over its budget (often shared with other
+	// consumers); it clears by itself, and stopping the Loader for it
+	// would turn load into an outage. Every throttle is reported to
+	// onThrottle.
+	maxThrottles int
+	// retry and throttle are the backoff policies for the two kinds of
+	// failure. Zero Base means the defaults above.
+	retry, throttle backoff.Policy
+	// clock tells time and sleeps: backoff, pacing and idle waits. Default
+	// the real clock.
+	clock backoff.Clock
+	// hooks, any of which may be nil.
+	hooks readerHooks
+}
+
+// readerHooks report what a reader does. They are called synchronously
+// from the reader's goroutine and must be fast.
+type readerHooks struct {
+	// onThrottle is called when op was throttled, before waiting wait.
+	onThrottle func(shard, op string, wait time.Duration, err error)
+	// onRetry is called when op failed with a retryable error, before
+	// waiting wait and making try number attempt+1 (attempt counts the
+	// failed tries so far, from 1).
+	onRetry func(shard, op string, attempt int, wait time.Duration, err error)
+	// onIteratorRenewed is called after an expired iterator was replaced
+	// by a new one at from.
+	onIteratorRenewed func(shard string, from scan.Position)
+	// onFetch is called after every GetRecords call that returned a page,
+	// empty or not. bytes counts data plus partition keys.
+	onFetch func(shard string, records int, bytes int64, millisBehind int64)
+}
+
+// page is one non-empty GetRecords page, or the page that ends a closed
+// shard.
+type page struct {
+	records []types.Record
+	// millisBehind is the page's MillisBehindLatest.
+	millisBehind int64
+	// end says the shard is closed and this page ends it (records may be
+	// empty); nothing follows.
+	end bool
+	// children are the ChildShards of the end page: a hint to be
+	// confirmed with ListShards.
+	children []types.ChildShard
+}
+
+// reader reads one shard from a start position, in order, and hands the
+// pages to a consumer. Make one with newReader; it is used once, by one
+// goroutine.
+type reader struct {
+	cfg   readerConfig
+	pacer *backoff.Pacer
+}
+
+// newReader checks cfg, fills in its defaults and returns a reader.
+func newReader(cfg readerConfig) (*reader, error) {
+	where := fmt.Sprintf("stream %s shard %s", cfg.stream, cfg.shard)
+	switch {
+	case cfg.client == nil:
+		return nil, fmt.Errorf("kinesisload: reader for %s: no Kinesis client", where)
+	case cfg.stream == "":
+		return nil, fmt.Errorf("kinesisload: reader for shard %s: empty stream name", cfg.shard)
+	case cfg.shard == "":
+		return nil, fmt.Errorf("kinesisload: reader for stream %s: empty shard ID", cfg.stream)
+	case cfg.limit < 0 || cfg.limit > readerDefaultLimit:
+		return nil, fmt.Errorf("kinesisload: reader for %s: GetRecords limit %d is not between 1 and %d", where, cfg.limit, readerDefaultLimit)
+	}
+	switch cfg.start.Kind {
+	case scan.KindLatest:
+		return nil, fmt.Errorf("kinesisload: reader for %s: start position LATEST must be resolved into a concrete position before the shard is read: %w", where, scan.ErrInvalidPosition)
+	case scan.KindShardEnd:
+		return nil, fmt.Errorf("kinesisload: reader for %s: start position SHARD_END: the shard is complete and has nothing to read: %w", where, scan.ErrInvalidPosition)
+	}
+	if err := cfg.start.Validate(); err != nil {
+		return nil, fmt.Errorf("kinesisload: reader for %s: start position: %w", where, err)
+	}
+	if cfg.limit == 0 {
+		cfg.limit = readerDefaultLimit
+	}
+	if cfg.minInterval <= 0 {
+		cfg.minInterval = readerDefaultMinInterval
+	}
+	if cfg.readBytesPerSecond == 0 {
+		cfg.readBytesPerSecond = readerDefaultReadBytes
+	}
+	if cfg.idleWait <= 0 {
+		cfg.idleWait = readerDefaultIdleWait
+	}
+	if cfg.callTimeout <= 0 {
+		cfg.callTimeout = readerDefaultCallTimeout
+	}
+	if cfg.maxAttempts <= 0 {
+		cfg.maxAttempts = readerDefaultMaxAttempts
+	}
+	if cfg.maxThrottles < 0 {
+		cfg.maxThrottles = 0
+	}
+	if cfg.retry.Base <= 0 {
+		cfg.retry = withRand(readerDefaultRetry, cfg.retry.Rand)
+	}
+	if cfg.throttle.Base <= 0 {
+		cfg.throttle = withRand(readerDefaultThrottle, cfg.throttle.Rand)
+	}
+	if cfg.clock == nil {
+		cfg.clock = backoff.System{}
+	}
+	return &reader{cfg: cfg, pacer: backoff.NewPacer(cfg.minInterval, cfg.clock)}, nil
+}
+
+func withRand(p backoff.Policy, rand func() float64) backoff.Policy {
+	p.Rand = rand
+	return p
+}
+
+// run reads the shard from the start position and sends every non-empty
+// page on out, in shard order. Empty pages are followed, not sent, except
+// the page that ends a closed shard. The next GetRecords call is made as
+// soon as a page has been handed over, so with an unbuffered out one page
+// is fetched while the consumer works on the previous one; each unit of
+// out's capacity holds one more page in memory.
+//
+// run returns nil after it sent the end page of a closed shard; ctx.Err()
+// when ctx ends (it never blocks on a send once ctx is done); and an error
+// naming the stream and shard, wrapping the Kinesis error, for a
+// non-retryable failure or when retries are exhausted.
+//
+// It stays within minInterval between GetRecords calls, waits idleWait
+// after an empty page at the tip of an open shard, backs off with jitter
+// on throttling and retryable errors, and replaces an expired iterator by
+// one just after the last record it sent (or at the start position if it
+// sent none), so that nothing is skipped and nothing repeated.
+func (r *reader) run(ctx context.Context, out chan<- page) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	iter, err := r.iterator(ctx, r.cfg.start)
+	if err != nil {
+		return err
+	}
+	var last string // sequence number of the last record sent on out
+	expired := 0    // expiries since the last page
+	for {
+		if iter == "" {
+			// GetShardIterator found the closed shard already read to
+			// its end. ChildShards come only with GetRecords; ListShards
+			// has them too.
+			return r.send(ctx, out, page{end: true})
+		}
+		res, err := r.getRecords(ctx, iter)
+		if err != nil {
+			if !kerr.IsExpiredIterator(err) || ctx.Err() != nil {
+				return err
+			}
+			expired++
+			if expired > r.cfg.maxAttempts {
+				return r.errorf("GetRecords: iterator expired %d times in a row, even right after it was renewed: %w", expired, err)
+			}
+			from := r.cfg.start
+			if last != "" {
+				from = scan.AfterSequence(last)
+			}
+			if iter, err = r.iterator(ctx, from); err != nil {
+				return err
+			}
+			if h := r.cfg.hooks.onIteratorRenewed; h != nil {
+				h(r.cfg.shard, from)
+			}
+			continue
+		}
+		expired = 0
+
+		end := aws.ToString(res.NextShardIterator) == ""
+		behind := aws.ToInt64(res.MillisBehindLatest)
+		if len(res.Records) > 0 || end {
+			p := page{records: res.Records, millisBehind: behind, end: end}
+			if end {
+				p.children = res.ChildShards
+			}
+			if err := r.send(ctx, out, p); err != nil {
+				return err
+			}
+			if n := len(res.Records); n > 0 {
+				last = aws.ToString(res.Records[n-1].SequenceNumber)
+			}
+		}
+		if end {
+			return nil
+		}
+		iter = *res.NextShardIterator
+		if len(res.Records) == 0 && behind == 0 {
+			// At the tip of an open shard: nothing to read yet.
+			if err := r.cfg.clock.Sleep(ctx, r.cfg.idleWait); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// send hands p to the consumer, unless ctx ends first.
+func (r *reader) send(ctx context.Context, out chan<- page, p page) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case out <- p:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// iterator gets a shard iterator at from. An empty iterator and no error
+// mean that the shard is closed and nothing is left to read from there:
+// Kinesis documents a null ShardIterator for that case.
+func (r *reader) iterator(ctx context.Context, from scan.Position) (string, error) {
+	in, err := from.IteratorInput(r.cfg.stream, r.cfg.shard)
+	if err != nil {
+		return "", r.errorf("GetShardIterator at %s: %w", from, err)
+	}
+	var it string
+	err = r.do(ctx, "GetShardIterator", false, func(ctx context.Context) error {
+		res, err := r.cfg.client.GetShardIterator(ctx, in)
+		if err != nil {
+			return err
+		}
+		if res != nil {
+			it = aws.ToString(res.ShardIterator)
+		}
+		return nil
+	})
+	return it, err
+}
+
+// getRecords makes one paced GetRecords call, retrying throttling and
+// retryable errors. An expired iterator is returned as is, for run to
+// renew.
+func (r *reader) getRecords(ctx context.Context, iter string) (*kinesis.GetRecordsOutput, error) {
+	in := &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(r.cfg.limit)}
+	var res *kinesis.GetRecordsOutput
+	err := r.do(ctx, "GetRecords", true, func(ctx context.Context) error {
+		out, err := r.cfg.client.GetRecords(ctx, in)
+		if err != nil {
+			return err
+		}
+		if out == nil {
+			out = &kinesis.GetRecordsOutput{}
+		}
+		res = out
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var bytes int64
+	for i := range res.Records {
+		bytes += int64(len(res.Records[i].Data) + len(aws.ToString(res.Records[i].PartitionKey)))
+	}
+	if rate := r.cfg.readBytesPerSecond; rate > 0 && bytes > 0 {
+		// Round up, so the shard's read budget has refilled in full.
+		r.pacer.Hold(time.Duration((bytes*int64(time.Second) + rate - 1) / rate))
+	}
+	if h := r.cfg.hooks.onFetch; h != nil {
+		h(r.cfg.shard, len(res.Records), bytes, aws.ToInt64(res.MillisBehindLatest))
+	}
+	return res, nil
+}
+
+// do calls fn, with the per-call timeout, until it succeeds, fails for
+// good, or ctx ends. Throttling is retried with the throttle backoff (up to
+// maxThrottles times if that is set), other retryable errors with the retry
+// backoff up to maxAttempts tries in all. An expired iterator is returned
+// unwrapped. paced calls wait for the pacer before every try.
+func (r *reader) do(ctx context.Context, op string, paced bool, fn func(context.Context) error) error {
+	attempts, throttles := 0, 0
+	for {
+		if paced {
+			if err := r.pacer.Wait(ctx); err != nil {
+				return err
+			}
+		} else if err := ctx.Err(); err != nil {
+			return err
+		}
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.callTimeout)
+		err := fn(cctx)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case kerr.IsExpiredIterator(err):
+			return err
+		case kerr.IsThrottled(err):
+			throttles++
+			if m := r.cfg.maxThrottles; m > 0 && throttles > m {
+				return r.errorf("%s: still throttled after %d retries: %w", op, m, err)
+			}
+			wait := r.cfg.throttle.Delay(throttles)
+			if h := r.cfg.hooks.onThrottle; h != nil {
+				h(r.cfg.shard, op, wait, err)
+			}
+			if err := r.cfg.clock.Sleep(ctx, wait); err != nil {
+				return err
+			}
+		case kerr.IsRetryable(err):
+			attempts++
+			if attempts >= r.cfg.maxAttempts {
+				return r.errorf("%s: failed %d times, giving up: %w", op, attempts, err)
+			}
+			wait := r.cfg.retry.Delay(attempts)
+			if h := r.cfg.hooks.onRetry; h != nil {
+				h(r.cfg.shard, op, attempts, wait, err)
+			}
+			if err := r.cfg.clock.Sleep(ctx, wait); err != nil {
+				return err
+			}
+		default:
+			return r.errorf("%s: %w", op, err)
+		}
+	}
+}
+
+// errorf returns an error prefixed with the package, stream and shard.
+func (r *reader) errorf(format string, args ...any) error {
+	return fmt.Errorf("kinesisload: stream %s shard %s: "+format,
+		append([]any{r.cfg.stream, r.cfg.shard}, args...)...)
+}
