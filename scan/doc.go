@@ -40,8 +40,10 @@
 // and is not full (some implementations report 0 too early, so a page of
 // Limit records means "keep reading"), or when a closed shard's iterator ends
 // (NextShardIterator is nil). Empty pages before that are followed: Kinesis
-// returns them in the middle of a shard too. The last record seen on the way
-// is the tip.
+// returns them in the middle of a shard too. A page that does not report
+// MillisBehindLatest is never taken for the tip of an open shard, so an
+// implementation that omits it is read until the batch's deadline. The last
+// record seen on the way is the tip.
 //
 // [StrategyFullScan] reads from TRIM_HORIZON to the tip, as the seed did. Its
 // cost is the retained history: a 7-day shard written at 1 MB/s holds 600 GB,
