@@ -206,12 +206,13 @@ type demo struct {
 	dir    string
 	logger *slog.Logger
 
-	label   map[string]string // sequence number -> "R4", to print positions
-	written []written         // every record written, in order
-	parent  string            // the stream's one shard, split in step 6
-	start   scan.Position     // the parent's resolved start (step 2)
-	sink    *recorder         // the restarted Loader's Sink (step 5)
-	second  *loader           // the restarted Loader (step 5)
+	label   map[string]string         // sequence number -> "R4", to print positions
+	written []written                 // every record written, in order
+	parent  string                    // the stream's one shard, split in step 6
+	start   scan.Position             // the parent's resolved start (step 2)
+	sink    *recorder                 // the restarted Loader's Sink (step 5)
+	store   *kinesisload.JournalStore // the restarted Loader's store (step 5)
+	second  *loader                   // the restarted Loader (step 5)
 
 	stops []func() // stop what is still running when run returns
 }
@@ -417,7 +418,7 @@ func (d *demo) step5Restart(ctx context.Context) error {
 		return fmt.Errorf("check failed: after the kill the journal holds %v for %s, want the resolved start %v", got, d.parent, d.start)
 	}
 
-	d.sink = &recorder{out: d.out}
+	d.sink, d.store = &recorder{out: d.out}, store
 	initDone := newInitHook(d.out)
 	second, err := d.newLoader(d.sink, store, initDone, d.sink)
 	if err != nil {
@@ -483,7 +484,9 @@ func (d *demo) step6Split(ctx context.Context) error {
 		}
 	}
 	// The Loader lists the shards every Config.ListShardsInterval and
-	// journals the children it finds.
+	// journals the children it finds. (It would also list at once when the
+	// parent's reader reaches the end of the parent, but that reader is
+	// waiting for the Sink.)
 	err = d.waitJournal(ctx, func(p map[string]kinesisload.ShardProgress) bool {
 		return p[children[0].id].State == kinesisload.StatePendingParent &&
 			p[children[1].id].State == kinesisload.StatePendingParent
@@ -493,7 +496,7 @@ func (d *demo) step6Split(ctx context.Context) error {
 	}
 	d.out.printf("   The Loader found the children. They hold records already, but the parent\n")
 	d.out.printf("   still has R8 in flight:\n")
-	if err := d.printJournal(ctx, d.sink.store, "   The journal holds:"); err != nil {
+	if err := d.printJournal(ctx, d.store, "   The journal holds:"); err != nil {
 		return err
 	}
 	d.out.printf("   Now the Sink finishes R8. Watch the states change, then the children be read:\n")
@@ -537,9 +540,6 @@ func (d *demo) step7Summary(ctx context.Context) error {
 // newLoader makes a Loader on the demo's stream. In your program: set
 // Stream, Sink and Dir, and keep the other defaults.
 func (d *demo) newLoader(sink kinesisload.Sink, store *kinesisload.JournalStore, hooks ...kinesisload.Hook) (*kinesisload.Loader, error) {
-	if r, ok := sink.(*recorder); ok {
-		r.store = store
-	}
 	cfg := kinesisload.DefaultConfig() // StartPosition: LATEST
 	cfg.Stream = d.stream
 	cfg.Sink = sink
@@ -707,7 +707,7 @@ func (d *demo) describe(p scan.Position) string {
 // waitJournal waits until the stored progress satisfies ok.
 func (d *demo) waitJournal(ctx context.Context, ok func(map[string]kinesisload.ShardProgress) bool) error {
 	for {
-		p, err := d.sink.store.Load(ctx, d.stream)
+		p, err := d.store.Load(ctx, d.stream)
 		if err != nil {
 			return err
 		}
@@ -748,8 +748,7 @@ func (d *demo) waitDelivered(ctx context.Context, l *loader, want ...string) err
 // A real Sink writes b.Records to its destination and returns nil only
 // once they are stored.
 type recorder struct {
-	out   *printer
-	store *kinesisload.JournalStore // the store its Loader saves into
+	out *printer
 
 	mu     sync.Mutex
 	events []event
@@ -767,7 +766,6 @@ var (
 type event struct {
 	shard string
 	label string                 // an accepted record
-	seq   string                 // its sequence number
 	state kinesisload.ShardState // a state change, to this state
 }
 
@@ -790,7 +788,7 @@ func (r *recorder) Deliver(ctx context.Context, b kinesisload.Batch) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, rec := range b.Records {
-		r.events = append(r.events, event{shard: b.ShardID, label: string(rec.Data), seq: rec.SequenceNumber})
+		r.events = append(r.events, event{shard: b.ShardID, label: string(rec.Data)})
 	}
 	r.out.printf("   sink <- %s: %s\n", b.ShardID, strings.Join(got, " "))
 	return nil
