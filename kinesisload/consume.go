@@ -61,7 +61,9 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 	}
 	l.log.Info("shard started", "shard", c.shard, "from", c.from)
 	rctx, stopReading := context.WithCancel(gctx)
-	pages := make(chan page, 1) // one page ahead of the Sink
+	// Unbuffered: the reader fetches the next page while the Sink works on
+	// this one, and holds it until the Sink is done: one page ahead.
+	pages := make(chan page)
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(pages)
