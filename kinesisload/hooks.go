@@ -1,6 +1,10 @@
 package kinesisload
 
-import "time"
+import (
+	"time"
+
+	"github.com/tidemark/tidemark/scan"
+)
 
 // Hook is any value that implements one or more of the Hook* interfaces
 // below; give hooks to the Loader with [WithHooks]. Every hook method is
@@ -28,7 +32,8 @@ type BatchDelivered struct {
 	Attempts int
 }
 
-// HookShardState is called when a shard's durable state changes.
+// HookShardState is called when a shard's durable state changes,
+// including a new shard's first state (From is 0 then).
 type HookShardState interface {
 	OnShardState(ShardStateChanged)
 }
@@ -48,10 +53,14 @@ type HookInitResolved interface {
 // InitResolved describes a finished initialisation.
 type InitResolved struct {
 	Stream string
-	// Resolved is how many LATEST positions were resolved by scanning,
-	// Reused how many tracked shards kept a stored position.
+	// Resolved is how many LATEST positions were resolved by scanning;
+	// Reused is how many shards to read kept a position stored by an
+	// earlier run (in the journal or the Sink).
 	Resolved, Reused int
-	Duration         time.Duration
+	// Positions is where every shard to read (tracked, listed, not yet
+	// COMPLETED) resumes, as journaled. The hook may keep the map.
+	Positions map[string]scan.Position
+	Duration  time.Duration
 }
 
 // HookThrottled is called when Kinesis refused a call for exceeding a

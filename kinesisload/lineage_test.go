@@ -61,6 +61,13 @@ func TestNoLoopWhileScanPendingAcrossSplit(t *testing.T) {
 	if completed < 0 {
 		t.Fatalf("A never completed: %+v", evs)
 	}
+	for _, c := range children {
+		pending := indexOf(evs, func(e event) bool { return e.kind == "state" && e.shard == c && e.state == StatePendingParent })
+		active := indexOf(evs, func(e event) bool { return e.kind == "state" && e.shard == c && e.state == StateActive })
+		if pending < 0 || pending > completed || active < completed {
+			t.Errorf("child %s: PENDING_PARENT at %d, ACTIVE at %d, A COMPLETED at %d; want pending before and active after", c, pending, active, completed)
+		}
+	}
 	for i, e := range evs {
 		if e.kind == "deliver" && e.shard != shard0 && i < completed {
 			t.Errorf("child record %q delivered at %d, before A completed at %d", e.data, i, completed)

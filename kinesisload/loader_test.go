@@ -24,8 +24,9 @@ const shard1 = "shardId-000000000001"
 // its replacement must deliver R4 and R5 (and not R1..R3).
 func TestLatestSurvivesAbortBeforeFirstCommit(t *testing.T) {
 	s := newFakeStream(t, 1)
+	var r3 string
 	for _, d := range []string{"R1", "R2", "R3"} {
-		s.put(shard0, d)
+		r3 = s.put(shard0, d)
 	}
 	j := journal.NewMemory()
 	store := memStore(t, j)
@@ -43,8 +44,12 @@ func TestLatestSurvivesAbortBeforeFirstCommit(t *testing.T) {
 	init1 := newInitHook()
 	ctx1, abort := context.WithCancel(context.Background())
 	r1 := start(t, ctx1, Config{Stream: s.name, Sink: first, SinkRetries: 1000}, WithClient(s.f), WithStore(store), WithHooks(init1))
-	if e := init1.wait(t); e.Resolved != 1 {
-		t.Fatalf("first init resolved %d shards, want 1", e.Resolved)
+	e := init1.wait(t)
+	if e.Resolved != 1 || e.Reused != 0 {
+		t.Fatalf("first init resolved %d and reused %d shards, want 1 and 0", e.Resolved, e.Reused)
+	}
+	if got, want := e.Positions[shard0], scan.AfterSequence(r3); !got.Equal(want) {
+		t.Fatalf("journaled start %v, want %v (just after R3)", got, want)
 	}
 	s.put(shard0, "R4")
 	s.put(shard0, "R5")
@@ -57,8 +62,8 @@ func TestLatestSurvivesAbortBeforeFirstCommit(t *testing.T) {
 	second := newRecorder()
 	init2 := newInitHook()
 	r2 := start(t, context.Background(), Config{Stream: s.name, Sink: second}, WithClient(s.f), WithStore(store), WithHooks(init2))
-	if e := init2.wait(t); e.Resolved != 0 {
-		t.Errorf("second init resolved %d shards, want 0: the journaled position must be reused", e.Resolved)
+	if e := init2.wait(t); e.Resolved != 0 || e.Reused != 1 {
+		t.Errorf("second init resolved %d and reused %d shards, want 0 and 1: the journaled position must be reused", e.Resolved, e.Reused)
 	}
 	second.waitFor(t, "R4", "R5")
 	if err := r2.stop(t); !errors.Is(err, ErrClosed) {

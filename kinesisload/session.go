@@ -103,8 +103,20 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	}
 	// From now on a new shard is born after the start: TRIM_HORIZON.
 	t.initial = false
-	l.hooks.onInit(InitResolved{Stream: stream, Resolved: len(pending), Reused: len(t.nodes) - len(pending), Duration: time.Since(began)})
-	l.log.Info("initialised", "resolved", len(pending), "shards", len(t.nodes), "took", time.Since(began))
+	starts := map[string]scan.Position{}
+	reused := 0
+	for id, n := range t.nodes {
+		if !n.listed || !t.tracked(id) || n.State == StateCompleted {
+			continue
+		}
+		starts[id] = n.Position
+		if p, ok := stored[id]; ok && p.Position.Kind != 0 {
+			reused++
+		}
+	}
+	took := time.Since(began)
+	l.hooks.onInit(InitResolved{Stream: stream, Resolved: len(pending), Reused: reused, Positions: starts, Duration: took})
+	l.log.Info("initialised", "resolved", len(pending), "reused", reused, "reading", len(starts), "took", took)
 	// The topology may have changed while the batch was resolved (a split
 	// or merge of a shard being scanned): list again before reading.
 	if len(pending) > 0 {
@@ -124,7 +136,7 @@ func (s *session) save(ctx context.Context, t *topology, updates []ShardProgress
 	before := make(map[string]ShardState, len(updates))
 	for _, u := range updates {
 		if n := t.nodes[u.ShardID]; n != nil {
-			before[u.ShardID] = n.State
+			before[u.ShardID] = n.saved
 		}
 	}
 	if err := s.store.Save(ctx, t.stream, updates); err != nil {
@@ -132,8 +144,10 @@ func (s *session) save(ctx context.Context, t *topology, updates []ShardProgress
 	}
 	t.apply(updates)
 	for _, u := range updates {
-		if u.State != 0 && u.State != before[u.ShardID] && t.nodes[u.ShardID].State == u.State {
-			s.l.hooks.onState(ShardStateChanged{Stream: t.stream, ShardID: u.ShardID, From: before[u.ShardID], To: u.State})
+		id := u.ShardID
+		if now := t.nodes[id].State; now != before[id] {
+			s.l.hooks.onState(ShardStateChanged{Stream: t.stream, ShardID: id, From: before[id], To: now})
+			before[id] = now
 		}
 	}
 	return nil

@@ -20,8 +20,9 @@ var ErrLineage = errors.New("kinesisload: shard lineage broken")
 // node is one shard of the topology.
 type node struct {
 	ShardProgress
-	closed bool // ListShards gave it an ending sequence number
-	listed bool // it was in the last ListShards
+	closed bool       // ListShards gave it an ending sequence number
+	listed bool       // it was in the last ListShards
+	saved  ShardState // the state last made durable; 0 for a new shard
 }
 
 // topology is the lineage graph of the tracked shards. It is owned by one
@@ -41,7 +42,7 @@ func newTopology(stream string, start scan.Position, selected map[string]scan.Po
 	t := &topology{stream: stream, start: start, selected: selected, nodes: map[string]*node{}}
 	for id, p := range stored {
 		p.ShardID = id
-		t.nodes[id] = &node{ShardProgress: p}
+		t.nodes[id] = &node{ShardProgress: p, saved: p.State}
 	}
 	t.initial = true
 	for id := range t.nodes {
@@ -217,7 +218,7 @@ func (t *topology) activate() []ShardProgress {
 	return updates
 }
 
-// apply merges saved updates into the topology.
+// apply merges durable updates into the topology.
 func (t *topology) apply(updates []ShardProgress) {
 	for _, u := range updates {
 		n := t.nodes[u.ShardID]
@@ -226,5 +227,6 @@ func (t *topology) apply(updates []ShardProgress) {
 			t.nodes[u.ShardID] = n
 		}
 		n.ShardProgress = merge(n.ShardProgress, u)
+		n.saved = n.State
 	}
 }
