@@ -176,9 +176,14 @@ func (r *Resolver) Resolve(ctx context.Context, req Request) ([]ShardResult, err
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		// Every shard finished, but the batch ran out of time or was
-		// cancelled meanwhile: publish nothing.
+	// Every shard finished, but if the batch ran out of time or was
+	// cancelled meanwhile, publish nothing. The deadline is checked on the
+	// clock too: a context's timer may not have fired yet.
+	err := ctx.Err()
+	if dl, ok := ctx.Deadline(); ok && err == nil && !time.Now().Before(dl) {
+		err = context.DeadlineExceeded
+	}
+	if err != nil {
 		return nil, fmt.Errorf("scan: stream %q: resolve %d shards: %w", req.Stream, n, err)
 	}
 	return results, nil
