@@ -113,7 +113,7 @@ type Config struct {
 	HeadLimit int32
 
 	// InitialWindow is the first window the probe strategy looks back from
-	// now; it doubles while it holds no record. Default
+	// now; it grows fourfold while it holds no record. Default
 	// [DefaultInitialWindow] (1 s).
 	InitialWindow time.Duration
 

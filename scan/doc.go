@@ -61,11 +61,12 @@
 //     when it holds none. Small and idle shards cost one read, as in the
 //     full scan. Otherwise the page's last record is the anchor (below) and
 //     its arrival time a lower bound lo;
-//  2. probes now, now-1s, now-2s, now-4s, ... (the window doubles while it
-//     holds nothing, [Config.InitialWindow]) until a probe finds a record or
-//     the window reaches lo; an empty probe at t sets the upper bound hi = t;
+//  2. probes now, now-1s, now-4s, now-16s, ... (the window grows fourfold
+//     while it holds nothing, from [Config.InitialWindow]) until a probe
+//     finds a record or the window reaches lo; an empty probe at t sets the
+//     upper bound hi = t;
 //  3. if even the probe at now found a record (this host's clock is behind
-//     Kinesis, or records are arriving), probes lo+1s, lo+2s, ... forwards
+//     Kinesis, or records are arriving), probes lo+1s, lo+4s, ... forwards
 //     until one finds nothing, which sets hi;
 //  4. bisects [lo, hi) on time until it is narrower than
 //     [Config.Resolution]; each probe that finds a record moves lo to the

@@ -21,9 +21,23 @@ import (
 // Resolver's bounds (attempts, backoff, per-call timeout) are the real ones.
 func noSDKRetries(o *kinesis.Options) { o.Retryer = aws.NopRetryer{} }
 
-// maxGallop bounds the forward gallop of the probe strategy. The window
-// doubles on each step, so 40 steps from 1 ms span 35 years.
-const maxGallop = 40
+// The windows of the probe strategy's gallops grow by this factor on each
+// step, up to maxWindow (longer than the longest Kinesis retention, 365
+// days). A factor of 4 rather than 2 takes half the steps to reach a distant
+// last record, for one more bisection step.
+const (
+	growth    = 4
+	maxWindow = 400 * 24 * time.Hour
+	maxGallop = 40 // bounds the forward gallop
+)
+
+// grow returns the next gallop window after w.
+func grow(w time.Duration) time.Duration {
+	if w > maxWindow/growth {
+		return maxWindow
+	}
+	return w * growth
+}
 
 // shardScan is the state of one shard's scan, owned by one worker.
 type shardScan struct {
@@ -112,7 +126,7 @@ func (s *shardScan) probeScan(ctx context.Context) (Position, error) {
 	// Gallop backwards from now until a window holds a record, or the
 	// window reaches the oldest record.
 	now := ms(s.now())
-	for t, w := now, s.cfg.InitialWindow; t.After(lo); t, w = now.Add(-w), w*2 {
+	for t, w := now, s.cfg.InitialWindow; t.After(lo); t, w = now.Add(-w), grow(w) {
 		r, found, err := s.probe(ctx, AtTimestamp(t))
 		if err != nil {
 			return Position{}, err
@@ -130,7 +144,7 @@ func (s *shardScan) probeScan(ctx context.Context) (Position, error) {
 
 	// Records at or after "now": this host's clock is behind Kinesis, or
 	// records are arriving. Gallop forwards until a probe finds none.
-	for i, w := 0, s.cfg.InitialWindow; !haveHi && i < maxGallop; i, w = i+1, w*2 {
+	for i, w := 0, s.cfg.InitialWindow; !haveHi && i < maxGallop; i, w = i+1, grow(w) {
 		t := lo.Add(w)
 		r, found, err := s.probe(ctx, AtTimestamp(t))
 		if err != nil {
