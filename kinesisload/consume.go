@@ -46,6 +46,9 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 				l.log.Warn("retrying", "shard", shard, "op", op, "attempt", attempt, "err", err)
 				l.hooks.onRetry(Retry{Stream: stream, ShardID: shard, Op: op, Attempt: attempt, Backoff: wait, Err: err})
 			},
+			onFetch: func(shard string, records int, bytes int64, behind int64) {
+				l.hooks.onFetched(Fetched{Stream: stream, ShardID: shard, Records: records, Bytes: bytes, MillisBehindLatest: behind})
+			},
 			onIteratorRenewed: func(shard string, from scan.Position) {
 				l.log.Info("iterator expired; renewed", "shard", shard, "from", from)
 				l.hooks.onRenewed(IteratorRenewed{Stream: stream, ShardID: shard, From: from.String()})

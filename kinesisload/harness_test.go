@@ -359,3 +359,13 @@ func names(prefix string, n int) []string {
 	}
 	return out
 }
+
+// fastResolver is a Resolver whose retries do not wait.
+func fastResolver(t *testing.T) *scan.Resolver {
+	t.Helper()
+	r, err := scan.NewResolver(scan.Config{Backoff: []time.Duration{time.Millisecond}, Jitter: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

@@ -63,6 +63,39 @@ type InitResolved struct {
 	Duration  time.Duration
 }
 
+// HookInitProgress is called during initialisation each time one shard's
+// LATEST has been resolved (not yet journaled: the batch is published as a
+// whole, or not at all).
+type HookInitProgress interface {
+	OnInitProgress(InitProgress)
+}
+
+// InitProgress describes one resolved shard of a pending batch.
+type InitProgress struct {
+	Stream, ShardID string
+	// Position is the shard's resolved start.
+	Position scan.Position
+	// Done of Total shards of the batch are resolved.
+	Done, Total int
+	// Calls and Bytes are what resolving this shard cost.
+	Calls int
+	Bytes int64
+}
+
+// HookFetched is called after every GetRecords call of a consume loop,
+// including empty pages: it is how far behind each shard is.
+type HookFetched interface {
+	OnFetched(Fetched)
+}
+
+// Fetched describes one GetRecords page.
+type Fetched struct {
+	Stream, ShardID    string
+	Records            int
+	Bytes              int64
+	MillisBehindLatest int64
+}
+
 // HookThrottled is called when Kinesis refused a call for exceeding a
 // limit; the Loader backs off and tries again.
 type HookThrottled interface {
@@ -114,6 +147,8 @@ type hooks struct {
 	throttled []HookThrottled
 	retry     []HookRetry
 	renewed   []HookIteratorRenewed
+	progress  []HookInitProgress
+	fetched   []HookFetched
 }
 
 func newHooks(hs []Hook) (hooks, int) {
@@ -143,6 +178,14 @@ func newHooks(hs []Hook) (hooks, int) {
 		}
 		if v, ok := x.(HookIteratorRenewed); ok {
 			h.renewed = append(h.renewed, v)
+			n++
+		}
+		if v, ok := x.(HookInitProgress); ok {
+			h.progress = append(h.progress, v)
+			n++
+		}
+		if v, ok := x.(HookFetched); ok {
+			h.fetched = append(h.fetched, v)
 			n++
 		}
 		if n > 0 {
@@ -185,5 +228,17 @@ func (h *hooks) onRetry(e Retry) {
 func (h *hooks) onRenewed(e IteratorRenewed) {
 	for _, x := range h.renewed {
 		x.OnIteratorRenewed(e)
+	}
+}
+
+func (h *hooks) onProgress(e InitProgress) {
+	for _, x := range h.progress {
+		x.OnInitProgress(e)
+	}
+}
+
+func (h *hooks) onFetched(e Fetched) {
+	for _, x := range h.fetched {
+		x.OnFetched(e)
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/kerr"
 	"github.com/tidemark/tidemark/scan"
 )
 
@@ -80,7 +82,20 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	pending := t.unresolved()
 	if len(pending) > 0 {
 		l.log.Info("resolving LATEST", "shards", len(pending))
-		results, err := s.resolver.Resolve(ctx, scan.Request{Client: s.client, Stream: stream, Shards: pending})
+		var done atomic.Int64
+		req := scan.Request{Client: s.client, Stream: stream, Shards: pending, Hooks: scan.Hooks{
+			ShardResolved: func(stream string, r scan.ShardResult) {
+				l.hooks.onProgress(InitProgress{Stream: stream, ShardID: r.Shard, Position: r.Position,
+					Done: int(done.Add(1)), Total: len(pending), Calls: r.Stats.Calls, Bytes: r.Stats.Bytes})
+			},
+			Retry: func(e scan.RetryEvent) {
+				l.hooks.onRetry(Retry{Stream: e.Stream, ShardID: e.Shard, Op: e.Op, Attempt: e.Attempt, Backoff: e.Backoff, Err: e.Err})
+				if kerr.IsThrottled(e.Err) {
+					l.hooks.onThrottled(Throttled{Stream: e.Stream, ShardID: e.Shard, Op: e.Op, Backoff: e.Backoff, Err: e.Err})
+				}
+			},
+		}}
+		results, err := s.resolver.Resolve(ctx, req)
 		if err != nil {
 			return nil, fmt.Errorf("kinesisload: stream %s: initialisation: %w", stream, err)
 		}

@@ -52,6 +52,9 @@ type Request struct {
 	Stream string
 	// Shards are the IDs of the shards to resolve, without duplicates.
 	Shards []string
+	// Hooks are called for this request only, after the Resolver's own
+	// (a Loader reports its initialisation progress with them). Optional.
+	Hooks Hooks
 }
 
 // A ShardResult is the resolved start of one shard and what finding it cost.
@@ -162,13 +165,15 @@ func (r *Resolver) Resolve(ctx context.Context, req Request) ([]ShardResult, err
 					err = &ShardError{Stream: req.Stream, Shard: shard, Err: fmt.Errorf("%w: %v", ErrPanic, p)}
 				}
 			}()
-			res, err := r.resolveShard(gctx, req.Client, req.Stream, shard)
+			res, err := r.resolveShard(gctx, req, shard)
 			if err != nil {
 				return &ShardError{Stream: req.Stream, Shard: shard, Err: err}
 			}
 			results[i] = res
-			if h := r.cfg.Hooks.ShardResolved; h != nil {
-				h(req.Stream, res)
+			for _, h := range []func(string, ShardResult){r.cfg.Hooks.ShardResolved, req.Hooks.ShardResolved} {
+				if h != nil {
+					h(req.Stream, res)
+				}
 			}
 			return nil
 		})

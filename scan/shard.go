@@ -46,6 +46,7 @@ type shardScan struct {
 	stream string
 	shard  string
 	stats  Stats
+	retry  func(RetryEvent) // the request's retry hook, if any
 
 	// The newest server time seen in a response, and this host's clock
 	// when it was seen.
@@ -60,8 +61,8 @@ type record struct {
 	haveTS bool
 }
 
-func (r *Resolver) resolveShard(ctx context.Context, client Client, stream, shard string) (ShardResult, error) {
-	s := &shardScan{cfg: &r.cfg, client: client, stream: stream, shard: shard}
+func (r *Resolver) resolveShard(ctx context.Context, req Request, shard string) (ShardResult, error) {
+	s := &shardScan{cfg: &r.cfg, client: req.Client, stream: req.Stream, shard: shard, retry: req.Hooks.Retry}
 	start := r.cfg.Now()
 	var (
 		pos Position
@@ -351,8 +352,10 @@ func (s *shardScan) backoff(attempt int) time.Duration {
 }
 
 func (s *shardScan) retryHook(op string, attempt int, err error, d time.Duration) {
-	if h := s.cfg.Hooks.Retry; h != nil {
-		h(RetryEvent{Stream: s.stream, Shard: s.shard, Op: op, Attempt: attempt, Err: err, Backoff: d})
+	for _, h := range []func(RetryEvent){s.cfg.Hooks.Retry, s.retry} {
+		if h != nil {
+			h(RetryEvent{Stream: s.stream, Shard: s.shard, Op: op, Attempt: attempt, Err: err, Backoff: d})
+		}
 	}
 }
 
