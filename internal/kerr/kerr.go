@@ -5,6 +5,7 @@ package kerr
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -84,6 +85,13 @@ func IsRetryable(err error) bool {
 	}
 	var ne net.Error
 	if errors.As(err, &ne) {
+		return true
+	}
+	// A response cut short (a truncated body, a connection closed mid-read)
+	// fails to deserialize: nothing was applied on our side, and every call
+	// tidemark makes is safe to repeat.
+	var de *smithy.DeserializationError
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.As(err, &de) {
 		return true
 	}
 	// The SDK's own classifiers know about the remaining transport faults
