@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/tidemark/tidemark/internal/backoff"
 )
 
 // Strategy says how a [Resolver] finds the tip of a shard. The zero Strategy
@@ -207,7 +209,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Jitter = 0
 	}
 	if c.Sleep == nil {
-		c.Sleep = sleep
+		c.Sleep = backoff.Sleep
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -227,18 +229,4 @@ func (c Config) withDefaults() (Config, error) {
 	c.Resolution = max(c.Resolution.Truncate(time.Millisecond), time.Millisecond)
 	c.InitialWindow = max(c.InitialWindow.Truncate(time.Millisecond), time.Millisecond)
 	return c, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
