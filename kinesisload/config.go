@@ -192,8 +192,10 @@ func WithStore(s PositionStore) Option {
 
 // WithResolver sets the [scan.Resolver] that resolves LATEST positions.
 // Share one Resolver between every Loader of a process so that its worker
-// budget bounds them all. Default: a Resolver of this Loader's own, with
-// [scan.Config] defaults.
+// budget bounds them all; its QueueSize must then hold the largest batch
+// (the open LATEST shards of a stream), or initialisation fails with
+// [scan.ErrQueueFull]. Default: a Resolver of this Loader's own, with
+// [scan.Config] defaults but a queue large enough for any stream.
 func WithResolver(r *scan.Resolver) Option {
 	return optionFunc(func(o *options) { o.resolver = r })
 }

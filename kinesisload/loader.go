@@ -28,6 +28,10 @@ var (
 	ErrRunning = errors.New("kinesisload: loader already running")
 )
 
+// ownResolverQueue is the queue of the Resolver a Loader makes for itself
+// when [WithResolver] is not given: more shards than a stream can have.
+const ownResolverQueue = 1 << 20
+
 // Loader loads one Kinesis stream into a [Sink]. Create it with [New], run
 // it with [Run], stop it with [Loader.Close].
 type Loader struct {
@@ -122,7 +126,9 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 	}
 	resolver := l.opt.resolver
 	if resolver == nil {
-		if resolver, err = scan.NewResolver(scan.Config{}); err != nil {
+		// This Resolver serves only this Loader, so its queue need not
+		// bound anything: it must take a stream's every shard at once.
+		if resolver, err = scan.NewResolver(scan.Config{QueueSize: ownResolverQueue}); err != nil {
 			return err
 		}
 	}
