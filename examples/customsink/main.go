@@ -1,0 +1,635 @@
+// Command customsink shows how to write a Sink for tidemark: FileSink (in
+// filesink.go, ready to copy) stores every delivered batch as one NDJSON
+// file, atomically and durably, and is idempotent, so at-least-once delivery
+// never leaves a duplicate line.
+//
+//	go run ./examples/customsink
+//
+// It needs no AWS account: by default it creates a 2-shard stream in the
+// in-memory Kinesis of package kinesistest, writes a few records per second
+// into it from a producer goroutine, loads it with a kinesisload.Loader into
+// a FileSink for -duration, then stops the producer, waits until every
+// record written is stored, closes the Loader gracefully and checks the files:
+// every record written is in exactly one line, in shard order.
+//
+// What it demonstrates:
+//   - Deliver returns nil only once the batch's file and its name are durable
+//     (write to a temporary file in the same directory, fsync, rename, fsync
+//     the directory): the Loader commits a batch only after that.
+//   - A failing Deliver returns its error, and the Loader delivers the same
+//     batch again (Config.SinkRetries, with backoff). With -fail-every N
+//     (default 4) the first attempt of every Nth batch fails after the file
+//     was stored, as if the acknowledgement were lost: the worst case for
+//     duplicates. The retry finds the records stored and writes nothing.
+//   - A graceful stop on SIGINT or SIGTERM (signal.NotifyContext): the
+//     producer stops, Loader.Close lets in-flight batches finish and commit
+//     (or gives up after -close-timeout), and Run returns
+//     kinesisload.ErrClosed.
+//
+// Each line of a file is one record:
+//
+//	{"stream":"...","shard":"shardId-000000000000","seq":"4960...","subseq":0,
+//	 "partition_key":"key-3","arrival":"2026-11-30T08:18:16.123Z","data":"b3JkZXItMDAwMDAx"}
+//
+// data is always base64 (lossless and unambiguous; see Line). Files are named
+// STREAM.SHARD.FIRST-LAST.ndjson from the sequence numbers of their first and
+// last records.
+//
+// Flags:
+//
+//	-out DIR         write the files into DIR (default: a temporary directory,
+//	                 removed at exit; the program prints a sample first)
+//	-dir DIR         keep the Loader's journal in DIR (default: a temporary
+//	                 directory, removed at exit); run again with the same
+//	                 -dir, -out and -stream to resume where it stopped
+//	-endpoint URL    use the Kinesis at URL, e.g. a kinesis-local on
+//	                 http://127.0.0.1:4567, instead of the in-memory one
+//	                 (credentials from the environment, or dummy ones; region
+//	                 from the environment, or us-east-1)
+//	-stream NAME     the stream to load (default: a new name each run in
+//	                 memory, "tidemark-customsink" with -endpoint); it is
+//	                 created with 2 shards if it does not exist, and the
+//	                 producer runs only on a stream the program created
+//	-start POS       where shards with no stored progress start: LATEST,
+//	                 TRIM_HORIZON, ... (default TRIM_HORIZON)
+//	-duration D      stop by itself after D (default 3s; 0 runs until
+//	                 SIGINT or SIGTERM)
+//	-fail-every N    fail the first attempt of every Nth batch (default 4;
+//	                 0 never)
+//	-close-timeout D how long Close waits for in-flight batches (default 10s)
+//	-v               show the Loader's own logs
+//
+// Exit status: 0 when the run and the check succeeded, 1 on an error or a
+// failed check, 2 on a bad flag.
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/tidemark/tidemark/internal/kerr"
+	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/kinesisload/kinesistest"
+	"github.com/tidemark/tidemark/scan"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// options are the command-line flags.
+type options struct {
+	out, dir     string
+	endpoint     string
+	stream       string
+	start        scan.Position
+	duration     time.Duration
+	failEvery    int
+	closeTimeout time.Duration
+	verbose      bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	var start string
+	fs := flag.NewFlagSet("customsink", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.out, "out", "", "write the NDJSON files into `DIR` (default: a temporary directory, removed at exit)")
+	fs.StringVar(&o.dir, "dir", "", "keep the Loader's journal in `DIR` (default: a temporary directory, removed at exit)")
+	fs.StringVar(&o.endpoint, "endpoint", "", "use the Kinesis endpoint at `URL` (e.g. a kinesis-local) instead of the in-memory one")
+	fs.StringVar(&o.stream, "stream", "", "the stream to load (default: a new name in memory, tidemark-customsink with -endpoint)")
+	fs.StringVar(&start, "start", "TRIM_HORIZON", "where shards with no stored progress start (`POS`: LATEST, TRIM_HORIZON, ...)")
+	fs.DurationVar(&o.duration, "duration", 3*time.Second, "stop by itself after this long (0: run until SIGINT/SIGTERM)")
+	fs.IntVar(&o.failEvery, "fail-every", 4, "fail the first attempt of every `N`th batch (0: never)")
+	fs.DurationVar(&o.closeTimeout, "close-timeout", 10*time.Second, "how long Close waits for in-flight batches")
+	fs.BoolVar(&o.verbose, "v", false, "show the Loader's own logs")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	var err error
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected argument %q (see -h)", fs.Arg(0))
+	case o.duration < 0:
+		return o, fmt.Errorf("-duration %v: must not be negative", o.duration)
+	case o.failEvery < 0:
+		return o, fmt.Errorf("-fail-every %d: must not be negative", o.failEvery)
+	case o.closeTimeout <= 0:
+		return o, fmt.Errorf("-close-timeout %v: must be positive", o.closeTimeout)
+	}
+	if o.start, err = scan.Parse(start); err != nil {
+		return o, fmt.Errorf("-start: %w", err)
+	}
+	if o.start.Kind == scan.KindShardEnd {
+		return o, fmt.Errorf("-start %s: a start position cannot be SHARD_END", start)
+	}
+	if o.stream == "" {
+		if o.endpoint == "" {
+			o.stream = fmt.Sprintf("customsink-%d", time.Now().UnixNano())
+		} else {
+			o.stream = "tidemark-customsink"
+		}
+	}
+	return o, nil
+}
+
+// run is the whole program; it returns the exit status. ctx ending (SIGINT,
+// SIGTERM) stops it gracefully.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "customsink:", err)
+		return 2
+	}
+	api, where, err := connect(ctx, o.endpoint)
+	if err != nil {
+		fmt.Fprintln(stderr, "customsink:", err)
+		return 1
+	}
+	out := &printer{w: stdout}
+	out.printf("customsink: a file Sink for tidemark\n")
+	out.printf("  Kinesis: %s\n", where)
+	if _, err := demo(ctx, o, api, out); err != nil {
+		fmt.Fprintln(stderr, "customsink: FAIL:", err)
+		return 1
+	}
+	return 0
+}
+
+// result is what one demo run did, for the tests.
+type result struct {
+	// produced are the records the producer wrote, in order; nil when
+	// the producer did not run.
+	produced []produced
+	// runErr is what Loader.Run returned.
+	runErr error
+	// signalled is true when ctx ended (SIGINT, SIGTERM) before
+	// -duration elapsed.
+	signalled bool
+}
+
+// demo loads the stream into a FileSink until -duration elapses or ctx ends,
+// then stops gracefully and checks the files.
+func demo(ctx context.Context, o options, api kinesistest.API, out *printer) (res result, err error) {
+	outDir, cleanOut, err := dirOrTemp(o.out, "tidemark-customsink-out-")
+	if err != nil {
+		return res, err
+	}
+	defer cleanOut()
+	journalDir, cleanJournal, err := dirOrTemp(o.dir, "tidemark-customsink-journal-")
+	if err != nil {
+		return res, err
+	}
+	defer cleanJournal()
+	out.printf("  stream:  %s\n", o.stream)
+	out.printf("  files:   %s%s\n", outDir, kept(o.out))
+	out.printf("  journal: %s%s\n", journalDir, kept(o.dir))
+
+	created, err := ensureStream(ctx, api, o.stream)
+	if err != nil {
+		return res, err
+	}
+
+	fileSink, err := NewFileSink(outDir)
+	if err != nil {
+		return res, err
+	}
+	var sink kinesisload.Sink = fileSink
+	if o.failEvery > 0 {
+		sink = &flakySink{next: sink, every: o.failEvery}
+		out.printf("  faults:  the first attempt of every batch number divisible by %d fails after storing (-fail-every)\n", o.failEvery)
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if o.verbose {
+		logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	cfg := kinesisload.DefaultConfig()
+	cfg.Stream = o.stream
+	cfg.Sink = sink
+	cfg.Dir = journalDir // the journal: where every decision and commit is kept
+	cfg.StartPosition = o.start
+	cfg.IdleWait = 200 * time.Millisecond    // the smallest allowed: a snappy demo
+	cfg.SinkBackoff = 100 * time.Millisecond // first retry after about 0.1 s (default 1 s)
+	loader, err := kinesisload.New(cfg,
+		kinesisload.WithClient(api),
+		kinesisload.WithLogger(logger),
+		kinesisload.WithHooks(&progress{out: out}))
+	if err != nil {
+		return res, err
+	}
+
+	// Run gets a context that is never cancelled: cancelling Run's
+	// context is a hard stop (in-flight Deliver calls are cancelled and
+	// not committed). The graceful stop is Loader.Close, below.
+	runCtx := context.WithoutCancel(ctx)
+	runDone := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(runDone)
+		runErr = loader.Run(runCtx)
+	}()
+
+	// The producer runs only on a stream this program created: it never
+	// writes into someone else's stream.
+	prod := &producer{api: api, stream: o.stream}
+	prodCtx, stopProducer := context.WithCancel(ctx)
+	var prodWG sync.WaitGroup
+	if created {
+		out.printf("  producer: writing a record every 50ms (the stream is new)\n")
+		prodWG.Go(func() { prod.run(prodCtx, 50*time.Millisecond) })
+	}
+	defer func() { stopProducer(); prodWG.Wait() }()
+	out.printf("\nLoading (stops after %v, or on Ctrl-C / SIGTERM):\n", o.duration)
+
+	var timer <-chan time.Time
+	if o.duration > 0 {
+		t := time.NewTimer(o.duration)
+		defer t.Stop()
+		timer = t.C
+	}
+	stopped := false
+	select {
+	case <-ctx.Done():
+		res.signalled = true
+		out.printf("\nSignal received: stopping gracefully.\n")
+	case <-timer:
+		out.printf("\n-duration %v elapsed: stopping the producer and waiting until every record is stored.\n", o.duration)
+	case <-runDone:
+		stopped = true // the Loader stopped by itself: a fatal error
+	}
+	stopProducer()
+	prodWG.Wait()
+	res.produced = prod.written()
+
+	if !stopped && !res.signalled && created {
+		if err := waitStored(ctx, fileSink, o.stream, res.produced, runDone); err != nil {
+			out.printf("  %v\n", err)
+		}
+	}
+	if !stopped {
+		// Close stops reading, lets in-flight batches finish and
+		// commit, and waits for Run to return; after closeTimeout it
+		// cancels them instead (they are delivered again next time).
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.closeTimeout)
+		cerr := loader.Close(closeCtx)
+		cancel()
+		<-runDone
+		if cerr != nil {
+			out.printf("  Close: %v (in-flight batches were cancelled, not committed)\n", cerr)
+		} else {
+			out.printf("  Close: in-flight batches finished and committed.\n")
+		}
+	}
+	res.runErr = runErr
+	out.printf("  Run returned: %v\n", runErr)
+	if !errors.Is(runErr, kinesisload.ErrClosed) {
+		return res, fmt.Errorf("the Loader stopped: %w", runErr)
+	}
+
+	if err := report(out, outDir, o.stream, res.produced, created, !res.signalled); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// kept says whether a directory flag was given.
+func kept(flagValue string) string {
+	if flagValue == "" {
+		return " (temporary, removed at exit)"
+	}
+	return " (kept)"
+}
+
+// dirOrTemp returns dir, created if needed, or a new temporary directory
+// and a function that removes it.
+func dirOrTemp(dir, pattern string) (string, func(), error) {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", nil, err
+		}
+		return dir, func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", nil, err
+	}
+	return tmp, func() { _ = os.RemoveAll(tmp) }, nil
+}
+
+// waitStored waits until the sink has stored the last record the producer
+// wrote to every shard, for at most 10 s.
+func waitStored(ctx context.Context, sink *FileSink, stream string, written []produced, runDone <-chan struct{}) error {
+	last := map[string]string{}
+	for _, p := range written {
+		last[p.shard] = p.seq
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		done := true
+		for shard, seq := range last {
+			got, err := sink.LastStored(stream, shard)
+			if err != nil {
+				return err
+			}
+			if got == "" || scan.CompareSequence(got, seq) < 0 {
+				done = false
+				break
+			}
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("not every record was stored within 10s: %w", ctx.Err())
+		case <-runDone:
+			return errors.New("the Loader stopped while waiting")
+		}
+	}
+}
+
+// report lists the files and checks them against what the producer wrote:
+// per shard, the stored lines are the first records written, each once and
+// in order; with all true, they are all of them.
+func report(out *printer, outDir, stream string, written []produced, checked, all bool) error {
+	files, err := ListFiles(outDir)
+	if err != nil {
+		return err
+	}
+	byShard := map[string][]Line{}
+	nlines := 0
+	var sample []string
+	for _, f := range files {
+		if f.Stream != stream {
+			continue
+		}
+		lines, err := ReadLines(f.Path)
+		if err != nil {
+			return err
+		}
+		nlines += len(lines)
+		byShard[f.Shard] = append(byShard[f.Shard], lines...)
+		if sample == nil {
+			data, err := os.ReadFile(f.Path)
+			if err != nil {
+				return err
+			}
+			sample = append([]string{f.Path}, strings.SplitAfterN(string(data), "\n", 3)[:min(2, len(lines))]...)
+		}
+	}
+	out.printf("\nFiles: %d files, %d lines, in %s\n", len(files), nlines, outDir)
+	if sample != nil {
+		out.printf("  first file: %s\n", sample[0])
+		for _, l := range sample[1:] {
+			out.printf("    %s", l)
+		}
+	}
+	for _, shard := range slices.Sorted(maps.Keys(byShard)) {
+		out.printf("  %s: %d lines\n", shard, len(byShard[shard]))
+	}
+	if !checked {
+		out.printf("  (the producer did not run: nothing to check against)\n")
+		return nil
+	}
+	want := map[string][]produced{}
+	for _, p := range written {
+		want[p.shard] = append(want[p.shard], p)
+	}
+	stored := 0
+	for shard, ws := range want {
+		got := byShard[shard]
+		if len(got) > len(ws) {
+			return fmt.Errorf("check failed: shard %s has %d lines for %d records written: a duplicate", shard, len(got), len(ws))
+		}
+		if all && len(got) != len(ws) {
+			return fmt.Errorf("check failed: shard %s has %d lines for %d records written: records missing", shard, len(got), len(ws))
+		}
+		for i, l := range got {
+			if l.Seq != ws[i].seq || string(l.Data) != ws[i].data {
+				return fmt.Errorf("check failed: shard %s line %d is %s %q, want record %s %q", shard, i+1, l.Seq, l.Data, ws[i].seq, ws[i].data)
+			}
+		}
+		stored += len(got)
+	}
+	for shard := range byShard {
+		if _, ok := want[shard]; !ok {
+			return fmt.Errorf("check failed: shard %s has lines but the producer wrote nothing to it", shard)
+		}
+	}
+	if all {
+		out.printf("Check: all %d records written are stored, each in exactly one line, in shard order.\n", len(written))
+	} else {
+		out.printf("Check: %d of %d records written are stored, each in exactly one line, in shard order, none skipped;\n", stored, len(written))
+		out.printf("       the rest were not read before the stop (with the same -dir, -out and -stream, a later run reads them).\n")
+	}
+	return nil
+}
+
+// flakySink fails the first attempt of every Nth batch after next stored it,
+// as if the acknowledgement were lost: the Loader must deliver it again,
+// and next must not store it twice.
+type flakySink struct {
+	next  kinesisload.Sink
+	every int
+
+	mu      sync.Mutex
+	batches int
+	failed  map[string]bool // batches whose first attempt failed
+}
+
+// Deliver implements kinesisload.Sink.
+func (f *flakySink) Deliver(ctx context.Context, b kinesisload.Batch) error {
+	if err := f.next.Deliver(ctx, b); err != nil {
+		return err
+	}
+	if len(b.Records) == 0 {
+		return nil
+	}
+	key := b.ShardID + "/" + b.Records[0].SequenceNumber + "/" + b.Records[len(b.Records)-1].SequenceNumber
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failed == nil {
+		f.failed = map[string]bool{}
+	}
+	if _, retried := f.failed[key]; retried {
+		delete(f.failed, key) // the retry: it succeeds
+		return nil
+	}
+	f.batches++
+	if f.batches%f.every != 0 {
+		return nil
+	}
+	f.failed[key] = true
+	return fmt.Errorf("injected failure on the first attempt of batch %d (shard %s, %d records), after the file was stored", f.batches, b.ShardID, len(b.Records))
+}
+
+// progress prints the Loader's hooks.
+type progress struct{ out *printer }
+
+// OnInitResolved implements kinesisload.HookInitResolved.
+func (p *progress) OnInitResolved(e kinesisload.InitResolved) {
+	for _, id := range slices.Sorted(maps.Keys(e.Positions)) {
+		p.out.printf("  %s starts at %v\n", id, e.Positions[id])
+	}
+}
+
+// OnBatchDelivered implements kinesisload.HookBatchDelivered.
+func (p *progress) OnBatchDelivered(e kinesisload.BatchDelivered) {
+	retried := ""
+	if e.Attempts > 1 {
+		retried = fmt.Sprintf(" (after %d attempts)", e.Attempts)
+	}
+	p.out.printf("  %s: %d record(s) stored and committed%s\n", e.ShardID, e.Records, retried)
+}
+
+// OnRetry implements kinesisload.HookRetry.
+func (p *progress) OnRetry(e kinesisload.Retry) {
+	p.out.printf("  %s: %s failed (attempt %d): %v; the Loader retries in %v\n", e.ShardID, e.Op, e.Attempt, e.Err, e.Backoff.Round(time.Millisecond))
+}
+
+// printer serialises writes from the Loader's goroutines.
+type printer struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (p *printer) printf(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, format, args...)
+}
+
+// Write implements io.Writer, for the logger.
+func (p *printer) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.w.Write(b)
+}
+
+// produced is one record the producer wrote.
+type produced struct {
+	shard, seq, data string
+}
+
+// producer writes numbered records into the stream.
+type producer struct {
+	api    kinesistest.API
+	stream string
+
+	mu  sync.Mutex
+	out []produced
+}
+
+func (p *producer) run(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		data := fmt.Sprintf("order-%06d", n)
+		res, err := p.api.PutRecord(ctx, &kinesis.PutRecordInput{
+			StreamName:   aws.String(p.stream),
+			PartitionKey: aws.String(fmt.Sprintf("key-%d", n%8)),
+			Data:         []byte(data),
+		})
+		if err == nil {
+			p.mu.Lock()
+			p.out = append(p.out, produced{shard: aws.ToString(res.ShardId), seq: aws.ToString(res.SequenceNumber), data: data})
+			p.mu.Unlock()
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// written returns the records written so far, sorted by shard and sequence.
+func (p *producer) written() []produced {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := slices.Clone(p.out)
+	slices.SortStableFunc(out, func(a, b produced) int {
+		return cmp.Or(strings.Compare(a.shard, b.shard), scan.CompareSequence(a.seq, b.seq))
+	})
+	return out
+}
+
+// ensureStream creates the stream with 2 shards if it does not exist, and
+// waits until it is active. It reports whether it created it.
+func ensureStream(ctx context.Context, api kinesistest.API, stream string) (bool, error) {
+	_, err := api.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+	switch {
+	case err == nil:
+		return false, kinesistest.WaitActive(ctx, api, stream)
+	case !kerr.IsNotFound(err):
+		return false, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	created := true
+	_, err = api.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(2)})
+	var inUse *types.ResourceInUseException
+	switch {
+	case errors.As(err, &inUse):
+		created = false // someone else created it meanwhile
+	case err != nil:
+		return false, fmt.Errorf("creating stream %s: %w", stream, err)
+	}
+	if err := kinesistest.WaitActive(ctx, api, stream); err != nil {
+		return false, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	return created, nil
+}
+
+// connect returns the in-memory Kinesis, or a client of endpoint.
+func connect(ctx context.Context, endpoint string) (kinesistest.API, string, error) {
+	if endpoint == "" {
+		return kinesistest.New(), "in-memory (kinesistest.New(), real per-shard limits)", nil
+	}
+	// An emulator needs no instance role: do not ask the EC2 metadata
+	// service for one.
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
+	if err != nil {
+		return nil, "", fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	// An emulator checks no credentials, but the SDK signs every request.
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = cfg.Credentials.Retrieve(cctx)
+	cancel()
+	if err != nil {
+		cfg.Credentials = credentials.NewStaticCredentialsProvider("customsink", "customsink", "")
+	}
+	client := kinesis.NewFromConfig(cfg, func(ko *kinesis.Options) { ko.BaseEndpoint = aws.String(endpoint) })
+	return client, fmt.Sprintf("%s (region %s)", endpoint, cfg.Region), nil
+}

@@ -1,0 +1,695 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/tidemark/tidemark/journal"
+	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/kinesisload/kinesistest"
+	"github.com/tidemark/tidemark/scan"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var t0 = time.Date(2026, 11, 30, 8, 0, 0, 123e6, time.UTC)
+
+// rec makes a record with sequence number seq (a small decimal).
+func rec(seq int, data string) kinesisload.Record {
+	return kinesisload.Record{
+		Data:           []byte(data),
+		PartitionKey:   fmt.Sprintf("pk-%d", seq),
+		SequenceNumber: fmt.Sprintf("4960%04d", seq),
+		ArrivalTime:    t0.Add(time.Duration(seq) * time.Millisecond),
+	}
+}
+
+func batch(shard string, seqs ...int) kinesisload.Batch {
+	b := kinesisload.Batch{Stream: "orders", ShardID: shard}
+	for _, s := range seqs {
+		b.Records = append(b.Records, rec(s, fmt.Sprintf("r%d", s)))
+	}
+	return b
+}
+
+// line is the Line that rec(seq, "r<seq>") of shard becomes.
+func line(shard string, seq int) Line {
+	r := rec(seq, fmt.Sprintf("r%d", seq))
+	return Line{Stream: "orders", Shard: shard, Seq: r.SequenceNumber, PartitionKey: r.PartitionKey,
+		Arrival: r.ArrivalTime.Format(arrivalFormat), Data: r.Data}
+}
+
+func lines(shard string, seqs ...int) []Line {
+	var out []Line
+	for _, s := range seqs {
+		out = append(out, line(shard, s))
+	}
+	return out
+}
+
+// dirContents returns, per shard, every line of every complete file of
+// dir, and the names of all entries of dir.
+func dirContents(t *testing.T, dir string) (map[string][]Line, []string) {
+	t.Helper()
+	files, err := ListFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]Line{}
+	for _, f := range files {
+		ls, err := ReadLines(f.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[f.Shard] = append(got[f.Shard], ls...)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return got, names
+}
+
+func mustName(t *testing.T, shard string, first, last int) string {
+	t.Helper()
+	n, err := FileName("orders", shard, fmt.Sprintf("4960%04d", first), fmt.Sprintf("4960%04d", last))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestFileSinkWritesLines checks the exact bytes of a file and the lines
+// and names of every file.
+func TestFileSinkWritesLines(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := NewFileSink(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := kinesisload.Batch{Stream: "orders", ShardID: "shardId-000000000000", Records: []kinesisload.Record{
+		{Data: []byte("<a&b>"), PartitionKey: "k1", SequenceNumber: "49600001", ArrivalTime: t0},
+		{Data: []byte{0xff, 0x00, 0x01}, PartitionKey: "k2", SequenceNumber: "49600002", SubSequenceNumber: 3,
+			ArrivalTime: time.Date(2026, 11, 30, 9, 0, 0, 5e6, time.FixedZone("X", 3600))},
+	}}
+	if err := s.Deliver(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Deliver(ctx, batch("shardId-000000000001", 7, 8, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Deliver(ctx, batch("shardId-000000000001", 10)); err != nil {
+		t.Fatal(err)
+	}
+
+	raw, err := os.ReadFile(filepath.Join(dir, "orders.shardId-000000000000.49600001-49600002.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"stream":"orders","shard":"shardId-000000000000","seq":"49600001","subseq":0,"partition_key":"k1","arrival":"2026-11-30T08:00:00.123Z","data":"PGEmYj4="}` + "\n" +
+		`{"stream":"orders","shard":"shardId-000000000000","seq":"49600002","subseq":3,"partition_key":"k2","arrival":"2026-11-30T08:00:00.005Z","data":"/wAB"}` + "\n"
+	if diff := cmp.Diff(want, string(raw)); diff != "" {
+		t.Errorf("file bytes (-want +got):\n%s", diff)
+	}
+
+	got, names := dirContents(t, dir)
+	wantNames := []string{
+		"orders.shardId-000000000000.49600001-49600002.ndjson",
+		mustName(t, "shardId-000000000001", 7, 9),
+		mustName(t, "shardId-000000000001", 10, 10),
+	}
+	if diff := cmp.Diff(wantNames, names); diff != "" {
+		t.Errorf("directory (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(lines("shardId-000000000001", 7, 8, 9, 10), got["shardId-000000000001"]); diff != "" {
+		t.Errorf("shard 1 lines (-want +got):\n%s", diff)
+	}
+	wantData := [][]byte{[]byte("<a&b>"), {0xff, 0x00, 0x01}}
+	var gotData [][]byte
+	for _, l := range got["shardId-000000000000"] {
+		gotData = append(gotData, l.Data)
+	}
+	if diff := cmp.Diff(wantData, gotData); diff != "" {
+		t.Errorf("shard 0 data after a round trip (-want +got):\n%s", diff)
+	}
+}
+
+// TestFileSinkRedelivery checks that delivering records again, as the
+// Loader does after a failed Deliver or a crash before its commit, never
+// duplicates a line, with the same sink and with a new one on the same
+// directory (a restart).
+func TestFileSinkRedelivery(t *testing.T) {
+	const sh = "shardId-000000000000"
+	for _, tc := range []struct {
+		name      string
+		first     []kinesisload.Batch
+		restart   bool
+		again     []kinesisload.Batch
+		wantLines []Line
+		wantFiles []string
+	}{
+		{
+			name:      "same batch, same sink",
+			first:     []kinesisload.Batch{batch(sh, 1, 2, 3)},
+			again:     []kinesisload.Batch{batch(sh, 1, 2, 3)},
+			wantLines: lines(sh, 1, 2, 3),
+			wantFiles: []string{mustName(t, sh, 1, 3)},
+		},
+		{
+			name:      "same batch after a restart",
+			first:     []kinesisload.Batch{batch(sh, 1, 2, 3)},
+			restart:   true,
+			again:     []kinesisload.Batch{batch(sh, 1, 2, 3)},
+			wantLines: lines(sh, 1, 2, 3),
+			wantFiles: []string{mustName(t, sh, 1, 3)},
+		},
+		{
+			// After a crash the Loader reads again from its last
+			// commit and may get a longer page: other boundaries.
+			name:      "longer batch after a restart",
+			first:     []kinesisload.Batch{batch(sh, 1, 2), batch(sh, 3, 4)},
+			restart:   true,
+			again:     []kinesisload.Batch{batch(sh, 3, 4, 5, 6)},
+			wantLines: lines(sh, 1, 2, 3, 4, 5, 6),
+			wantFiles: []string{mustName(t, sh, 1, 2), mustName(t, sh, 3, 4), mustName(t, sh, 5, 6)},
+		},
+		{
+			name:      "shorter batch after a restart",
+			first:     []kinesisload.Batch{batch(sh, 1, 2, 3, 4)},
+			restart:   true,
+			again:     []kinesisload.Batch{batch(sh, 1, 2), batch(sh, 3, 4, 5)},
+			wantLines: lines(sh, 1, 2, 3, 4, 5),
+			wantFiles: []string{mustName(t, sh, 1, 4), mustName(t, sh, 5, 5)},
+		},
+		{
+			name:      "other shards are independent",
+			first:     []kinesisload.Batch{batch(sh, 1, 2), batch("shardId-000000000001", 5)},
+			restart:   true,
+			again:     []kinesisload.Batch{batch(sh, 1, 2, 3)},
+			wantLines: lines(sh, 1, 2, 3),
+			wantFiles: []string{mustName(t, sh, 1, 2), mustName(t, sh, 3, 3), mustName(t, "shardId-000000000001", 5, 5)},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			s, err := NewFileSink(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range tc.first {
+				if err := s.Deliver(ctx, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.restart {
+				if s, err = NewFileSink(dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, b := range tc.again {
+				if err := s.Deliver(ctx, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, names := dirContents(t, dir)
+			if diff := cmp.Diff(tc.wantLines, got[sh]); diff != "" {
+				t.Errorf("lines of %s (-want +got):\n%s", sh, diff)
+			}
+			slices.Sort(tc.wantFiles)
+			if diff := cmp.Diff(tc.wantFiles, names); diff != "" {
+				t.Errorf("directory (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestFileSinkFailures checks that a Deliver that fails leaves no partial
+// file under a final name and no temporary file, returns its error, and
+// that delivering the batch again stores every line once.
+func TestFileSinkFailures(t *testing.T) {
+	const sh = "shardId-000000000000"
+	errInjected := errors.New("injected")
+	for _, tc := range []struct {
+		name string
+		// fail sets up the failure on s; ctx is the Deliver context.
+		fail func(s *FileSink, cancel context.CancelFunc)
+		// visible is the final file the failed Deliver leaves visible.
+		visible []string
+	}{
+		{
+			name: "rename fails",
+			fail: func(s *FileSink, _ context.CancelFunc) {
+				s.ops.rename = func(string, string) error { return errInjected }
+			},
+		},
+		{
+			// The file is complete but its name may not be durable:
+			// Deliver fails and the retry overwrites the same name.
+			name: "directory sync fails after the rename",
+			fail: func(s *FileSink, _ context.CancelFunc) {
+				s.ops.syncDir = func(string) error { return errInjected }
+			},
+			visible: []string{mustName(t, sh, 3, 4)},
+		},
+		{
+			name: "context cancelled before the rename",
+			fail: func(s *FileSink, cancel context.CancelFunc) {
+				s.ops.rename = func(o, n string) error { return errInjected } // must not be reached
+				cancel()
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := NewFileSink(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Deliver(context.Background(), batch(sh, 1, 2)); err != nil {
+				t.Fatal(err)
+			}
+			good := s.ops
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			tc.fail(s, cancel)
+			err = s.Deliver(ctx, batch(sh, 3, 4))
+			if err == nil {
+				t.Fatal("Deliver returned nil, want the injected error")
+			}
+			if !errors.Is(err, errInjected) && !errors.Is(err, context.Canceled) {
+				t.Fatalf("Deliver: %v, want the injected error or context.Canceled", err)
+			}
+			if !strings.Contains(err.Error(), sh) {
+				t.Errorf("Deliver error %q does not name the shard %s", err, sh)
+			}
+			_, names := dirContents(t, dir)
+			wantNames := append([]string{mustName(t, sh, 1, 2)}, tc.visible...)
+			slices.Sort(wantNames)
+			if diff := cmp.Diff(wantNames, names); diff != "" {
+				t.Errorf("directory after the failure (-want +got):\n%s", diff)
+			}
+			if last, _ := s.LastStored("orders", sh); last != rec(2, "").SequenceNumber {
+				t.Errorf("LastStored after the failure = %s, want %s (record 2)", last, rec(2, "").SequenceNumber)
+			}
+
+			s.ops = good
+			if err := s.Deliver(context.Background(), batch(sh, 3, 4)); err != nil {
+				t.Fatalf("Deliver again: %v", err)
+			}
+			got, names := dirContents(t, dir)
+			if diff := cmp.Diff(lines(sh, 1, 2, 3, 4), got[sh]); diff != "" {
+				t.Errorf("lines after the retry (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{mustName(t, sh, 1, 2), mustName(t, sh, 3, 4)}, names); diff != "" {
+				t.Errorf("directory after the retry (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestFileNameRoundTrip checks that names parse back, that odd IDs are
+// refused, and that temporary names never match.
+func TestFileNameRoundTrip(t *testing.T) {
+	for _, tc := range []struct{ stream, shard string }{
+		{"orders", "shardId-000000000000"},
+		{"a.b.c", "shardId-000000000001"},
+		{"x-y_z.1", "s"},
+	} {
+		name, err := FileName(tc.stream, tc.shard, "1", "22")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, ok := ParseFileName(name)
+		want := File{Path: name, Stream: tc.stream, Shard: tc.shard, First: "1", Last: "22"}
+		if diff := cmp.Diff(want, f); !ok || diff != "" {
+			t.Errorf("ParseFileName(%q) ok=%v (-want +got):\n%s", name, ok, diff)
+		}
+		if _, ok := ParseFileName("." + name + ".tmp-12345"); ok {
+			t.Errorf("the temporary name of %q matches the final pattern", name)
+		}
+	}
+	for _, tc := range []struct{ stream, shard, first, last, wantErr string }{
+		{"or/ders", "s", "1", "2", `stream name "or/ders"`},
+		{"orders", "shard.1", "1", "2", `shard ID "shard.1"`},
+		{"orders", "s", "1x", "2", `sequence number "1x"`},
+	} {
+		_, err := FileName(tc.stream, tc.shard, tc.first, tc.last)
+		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("FileName(%q, %q, %q, %q) = %v, want an error containing %s", tc.stream, tc.shard, tc.first, tc.last, err, tc.wantErr)
+		}
+	}
+}
+
+// readShards reads every record of every shard of stream from Kinesis,
+// the truth the files are checked against.
+func readShards(t *testing.T, api kinesistest.API, stream string) map[string][]string {
+	t.Helper()
+	ctx := context.Background()
+	shards, err := api.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(stream)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, sh := range shards.Shards {
+		id := aws.ToString(sh.ShardId)
+		it, err := api.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: aws.String(stream), ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+		if err != nil {
+			t.Fatal(err)
+		}
+		iter := it.ShardIterator
+		for iter != nil {
+			page, err := api.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter})
+			var throttled *types.ProvisionedThroughputExceededException
+			if errors.As(err, &throttled) {
+				time.Sleep(200 * time.Millisecond) // the fake keeps the real 5 calls/s per shard
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range page.Records {
+				out[id] = append(out[id], aws.ToString(r.SequenceNumber)+" "+string(r.Data))
+			}
+			if len(page.Records) == 0 && aws.ToInt64(page.MillisBehindLatest) == 0 {
+				break
+			}
+			iter = page.NextShardIterator
+		}
+	}
+	return out
+}
+
+// fileRecords returns, per shard, "seq data" of every line in dir.
+func fileRecords(t *testing.T, dir string) map[string][]string {
+	t.Helper()
+	got, _ := dirContents(t, dir)
+	out := map[string][]string{}
+	for shard, ls := range got {
+		for _, l := range ls {
+			out[shard] = append(out[shard], l.Seq+" "+string(l.Data))
+		}
+	}
+	return out
+}
+
+// TestEndToEndWithInjectedFailures runs the demo over the in-memory
+// Kinesis with a failure injected on every second batch after it was
+// stored, and checks that the files hold every record of the stream
+// exactly once, in shard order.
+func TestEndToEndWithInjectedFailures(t *testing.T) {
+	t.Parallel()
+	fake := kinesistest.New()
+	out := t.TempDir()
+	var buf bytes.Buffer
+	o := options{out: out, dir: t.TempDir(), stream: "e2e", start: scan.TrimHorizon(),
+		duration: time.Second, failEvery: 2, closeTimeout: 10 * time.Second}
+	res, err := demo(context.Background(), o, fake, &printer{w: &buf})
+	if err != nil {
+		t.Fatalf("demo: %v\noutput:\n%s", err, buf.String())
+	}
+	if !errors.Is(res.runErr, kinesisload.ErrClosed) {
+		t.Errorf("Run returned %v, want ErrClosed", res.runErr)
+	}
+	if n := strings.Count(buf.String(), "injected failure"); n == 0 {
+		t.Fatalf("no failure was injected, so the test shows nothing; output:\n%s", buf.String())
+	}
+	want := readShards(t, fake, "e2e")
+	if len(want) != 2 || len(want["shardId-000000000000"])+len(want["shardId-000000000001"]) != len(res.produced) {
+		t.Fatalf("the stream holds %v, want the %d records produced in 2 shards", want, len(res.produced))
+	}
+	if diff := cmp.Diff(want, fileRecords(t, out)); diff != "" {
+		t.Errorf("records in the files (-want Kinesis +got files):\n%s", diff)
+	}
+	if !strings.Contains(buf.String(), fmt.Sprintf("Check: all %d records written are stored", len(res.produced))) {
+		t.Errorf("the demo's own check is not reported:\n%s", buf.String())
+	}
+}
+
+// TestCrashBeforeCommit stops a Loader hard after its Sink stored a batch
+// and before the Loader committed it; a new Loader on the same journal, with
+// a new FileSink on the same directory, reads those records again (in a
+// longer page) and the files still hold every record exactly once.
+func TestCrashBeforeCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fake := kinesistest.New()
+	const stream = "crash"
+	if _, err := fake.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(1)}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(from, to int) {
+		for i := from; i <= to; i++ {
+			if _, err := fake.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(stream), PartitionKey: aws.String("k"), Data: []byte(fmt.Sprintf("r%d", i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	out, dir := t.TempDir(), t.TempDir()
+	newLoader := func(sink kinesisload.Sink) *kinesisload.Loader {
+		cfg := kinesisload.DefaultConfig()
+		cfg.Stream, cfg.Sink, cfg.Dir, cfg.StartPosition = stream, sink, dir, scan.TrimHorizon()
+		cfg.IdleWait = 200 * time.Millisecond
+		l, err := kinesisload.New(cfg, kinesisload.WithClient(fake), kinesisload.WithLogger(discard()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	put(1, 3)
+
+	// The first Loader's Sink stores the batch, then hangs until the
+	// Loader is stopped hard: the batch is never committed.
+	fs1, err := NewFileSink(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := make(chan int, 1)
+	hang := kinesisload.SinkFunc(func(ctx context.Context, b kinesisload.Batch) error {
+		if err := fs1.Deliver(ctx, b); err != nil {
+			return err
+		}
+		stored <- len(b.Records)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	l1 := newLoader(hang)
+	runCtx, kill := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- l1.Run(runCtx) }()
+	if n := <-stored; n != 3 {
+		t.Fatalf("the first batch has %d records, want 3", n)
+	}
+	kill()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("first Run: %v, want context.Canceled", err)
+	}
+	put(4, 6) // the next read from the last commit gets r1..r6 at once
+
+	fs2, err := NewFileSink(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := lastSeq(t, fake, stream)
+	var mu sync.Mutex
+	var firstRedelivery []string
+	var l2 *kinesisload.Loader
+	sink := kinesisload.SinkFunc(func(ctx context.Context, b kinesisload.Batch) error {
+		mu.Lock()
+		if firstRedelivery == nil {
+			for _, r := range b.Records {
+				firstRedelivery = append(firstRedelivery, string(r.Data))
+			}
+		}
+		mu.Unlock()
+		if err := fs2.Deliver(ctx, b); err != nil {
+			return err
+		}
+		if last, _ := fs2.LastStored(stream, b.ShardID); last == end {
+			go l2.Close(context.Background())
+		}
+		return nil
+	})
+	l2 = newLoader(sink)
+	if err := l2.Run(ctx); !errors.Is(err, kinesisload.ErrClosed) {
+		t.Fatalf("second Run: %v, want ErrClosed", err)
+	}
+	if diff := cmp.Diff([]string{"r1", "r2", "r3", "r4", "r5", "r6"}, firstRedelivery); diff != "" {
+		t.Errorf("the restarted Loader's first batch (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(readShards(t, fake, stream), fileRecords(t, out)); diff != "" {
+		t.Errorf("records in the files (-want Kinesis +got files):\n%s", diff)
+	}
+}
+
+// lastSeq is the sequence number of the newest record of the stream's only
+// shard.
+func lastSeq(t *testing.T, api kinesistest.API, stream string) string {
+	t.Helper()
+	recs := readShards(t, api, stream)["shardId-000000000000"]
+	if len(recs) == 0 {
+		return ""
+	}
+	seq, _, _ := strings.Cut(recs[len(recs)-1], " ")
+	return seq
+}
+
+// TestSignalClosesGracefully runs the program as main does, cancels its
+// context (what SIGINT or SIGTERM do through signal.NotifyContext) once a
+// file is stored, and checks the graceful stop: exit status 0, Run returned
+// ErrClosed, and every batch stored was committed (the journal's position
+// of each shard is just after its last stored record).
+func TestSignalClosesGracefully(t *testing.T) {
+	t.Parallel()
+	out, dir := t.TempDir(), t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"-out", out, "-dir", dir, "-stream", "sig", "-duration", "0", "-fail-every", "0"}, &stdout, &stderr)
+	}()
+	for {
+		files, err := ListFiles(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(files) >= 2 {
+			break
+		}
+		select {
+		case c := <-code:
+			t.Fatalf("run returned %d before it was stopped\nstdout:\n%s\nstderr:\n%s", c, stdout.String(), stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	if c := <-code; c != 0 {
+		t.Fatalf("run returned %d, want 0\nstdout:\n%s\nstderr:\n%s", c, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{
+		"Signal received: stopping gracefully.",
+		"Close: in-flight batches finished and committed.",
+		"Run returned: kinesisload: loader closed",
+		"each in exactly one line, in shard order, none skipped",
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+
+	// Every stored batch is committed: the journal resumes each shard just
+	// after its last stored record.
+	files, err := ListFiles(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPos := map[string]string{}
+	for _, f := range files {
+		wantPos[f.Shard] = scan.AfterSequence(f.Last).String()
+	}
+	j, err := journal.Open(dir, journal.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	store, err := kinesisload.NewJournalStore(context.Background(), j, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	progress, err := store.Load(context.Background(), "sig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotPos := map[string]string{}
+	for id, p := range progress {
+		if _, ok := wantPos[id]; ok || p.Position.Kind != scan.KindTrimHorizon {
+			gotPos[id] = p.Position.String()
+		}
+	}
+	if diff := cmp.Diff(wantPos, gotPos); diff != "" {
+		t.Errorf("committed positions (-want from the files +got from the journal):\n%s", diff)
+	}
+}
+
+// TestRunDefaults runs the program as `go run ./examples/customsink` does
+// (shorter) and checks it ends by itself with its check passed.
+func TestRunDefaults(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr syncBuffer
+	if c := run(context.Background(), []string{"-duration", "500ms"}, &stdout, &stderr); c != 0 {
+		t.Fatalf("run returned %d, want 0\nstdout:\n%s\nstderr:\n%s", c, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "Check: all ") {
+		t.Errorf("output lacks the check:\n%s", stdout.String())
+	}
+}
+
+// TestBadFlags checks that bad flags exit with status 2 and name the flag.
+func TestBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-duration", "-1s"}, "-duration -1s"},
+		{[]string{"-fail-every", "-2"}, "-fail-every -2"},
+		{[]string{"-start", "SHARD_END"}, "-start SHARD_END"},
+		{[]string{"-start", "SOMEWHERE"}, "-start"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		var stdout, stderr bytes.Buffer
+		if c := run(context.Background(), tc.args, &stdout, &stderr); c != 2 {
+			t.Errorf("run(%q) = %d, want 2", tc.args, c)
+		}
+		if !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("run(%q) stderr %q does not contain %q", tc.args, stderr.String(), tc.want)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader in two
+// goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var _ io.Writer = (*syncBuffer)(nil)
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
