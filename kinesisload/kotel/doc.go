@@ -1,0 +1,113 @@
+// Package kotel records a kinesisload.Loader's hook events as OpenTelemetry
+// metrics.
+//
+// It is a module of its own, so that tidemark itself does not depend on
+// OpenTelemetry, and it uses only the OpenTelemetry metric API: give [New]
+// the MeterProvider of whichever SDK or bridge the program uses, and the
+// [Metrics] it returns to [kinesisload.WithHooks]:
+//
+//	m, err := kotel.New(otel.GetMeterProvider())
+//	if err != nil { ... }
+//	defer m.Close()
+//	loader, err := kinesisload.New(cfg, kinesisload.WithHooks(m))
+//
+// Every hook method is fast (a few atomic adds; the attribute set of each
+// shard is built once and cached), never blocks, and is safe for concurrent
+// use, as the Loader requires.
+//
+// # Instruments
+//
+// All instruments come from one Meter named [ScopeName]. Attributes:
+// S is tidemark.stream, H is tidemark.shard, O is tidemark.op (the Kinesis
+// operation, such as "GetRecords", "ListShards", or "Deliver" for the
+// Sink), State is tidemark.state, From and To are tidemark.state.from and
+// tidemark.state.to (a shard state such as "ACTIVE"); every measurement
+// also has the attributes given with [WithAttributes].
+//
+//	name                                 kind                  unit        attributes  fed by
+//	tidemark.records.delivered           Int64Counter          {record}    S H         OnBatchDelivered
+//	tidemark.bytes.delivered             Int64Counter          By          S H         OnBatchDelivered
+//	tidemark.batch.latency               Float64Histogram      s           S           OnBatchDelivered
+//	tidemark.batch.attempts              Int64Histogram        {attempt}   S           OnBatchDelivered
+//	tidemark.getrecords.pages            Int64Counter          {page}      S H         OnFetched
+//	tidemark.records.fetched             Int64Counter          {record}    S H         OnFetched
+//	tidemark.bytes.fetched               Int64Counter          By          S H         OnFetched
+//	tidemark.shard.millis_behind_latest  Int64ObservableGauge  ms          S H         OnFetched
+//	tidemark.throttles                   Int64Counter          {throttle}  S H O       OnThrottled
+//	tidemark.retries                     Int64Counter          {retry}     S H O       OnRetry
+//	tidemark.iterator.renewals           Int64Counter          {renewal}   S H         OnIteratorRenewed
+//	tidemark.shard.state_changes         Int64Counter          {change}    S From To   OnShardState
+//	tidemark.shards                      Int64ObservableGauge  {shard}     S State     OnShardState
+//	tidemark.init.duration               Float64Histogram      s           S           OnInitResolved
+//	tidemark.init.resolved               Int64Counter          {shard}     S           OnInitResolved
+//	tidemark.init.reused                 Int64Counter          {shard}     S           OnInitResolved
+//	tidemark.init.progress               Float64Gauge          1           S           OnInitProgress, OnInitResolved
+//	tidemark.init.calls                  Int64Counter          {call}      S           OnInitProgress
+//	tidemark.init.bytes                  Int64Counter          By          S           OnInitProgress
+//
+// What they mean:
+//
+//   - tidemark.records.delivered and tidemark.bytes.delivered count the
+//     records (and their payload bytes) of every batch the Sink accepted and
+//     whose checkpoint is durable. A record delivered again after a crash
+//     counts again.
+//   - tidemark.batch.latency is the time from the GetRecords call that
+//     returned a batch to the durable commit of its checkpoint. Default
+//     buckets: 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+//     60, 120, 300 ([WithBatchLatencyBuckets]).
+//   - tidemark.batch.attempts is how many times the Sink was called for each
+//     delivered batch: 1 unless it refused the batch. Buckets: 1, 2, 3, 4, 5,
+//     6, 8, 10, 15, 20.
+//   - tidemark.getrecords.pages counts every GetRecords page of the consume
+//     loops, empty ones too; tidemark.records.fetched and
+//     tidemark.bytes.fetched count what they held (the Loader reads one page
+//     ahead of the Sink).
+//   - tidemark.shard.millis_behind_latest is the MillisBehindLatest of the
+//     shard's last page: 0 at the tip. A shard appears after its first page
+//     and disappears once it is COMPLETED.
+//   - tidemark.throttles counts calls Kinesis refused for exceeding a limit;
+//     tidemark.retries counts failed calls and deliveries tried again (a
+//     throttled call is counted by both). Neither has tidemark.shard when
+//     the call concerns no single shard (ListShards).
+//   - tidemark.iterator.renewals counts expired shard iterators replaced.
+//   - tidemark.shard.state_changes counts durable state changes, by the
+//     states left and entered (DISCOVERED, PENDING_PARENT, ACTIVE, DRAINING,
+//     COMPLETED; the state left is NONE for a shard the Loader saw for the
+//     first time). The COMPLETED series with tidemark.state.to counts
+//     finished shards.
+//   - tidemark.shards counts the shards not yet COMPLETED by the last state
+//     the Loader reported for them, one series per live state of every
+//     stream that reported a state (0 included). A shard restored from an
+//     earlier run's progress is counted from its first state change in
+//     this process on: the Loader reports changes, not the states it
+//     loads.
+//   - tidemark.init.duration is how long each initialisation took, and
+//     tidemark.init.resolved and tidemark.init.reused how many shards it
+//     resolved by scanning or kept from an earlier run. Default buckets:
+//     0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600
+//     ([WithInitDurationBuckets]).
+//   - tidemark.init.progress is the fraction (0 to 1) of the pending
+//     initialisation's shards whose LATEST is resolved, and 1 once the
+//     batch is journaled; tidemark.init.calls and tidemark.init.bytes are
+//     what resolving cost, in Kinesis calls and record bytes read.
+//
+// # Cardinality
+//
+// tidemark.shard makes one series per shard of every instrument that has
+// it, and every split or merge adds shards: a stream of N open shards has
+// about 7·N shard series, plus up to 2·N per operation that was throttled
+// or retried. Counters keep the series of a COMPLETED shard (an SDK with
+// cumulative temporality exports them until the process ends); the
+// observable gauge drops it. The histograms and the init and state
+// instruments are per stream only. For a stream of thousands of shards,
+// drop the attribute with an SDK View, for example
+//
+//	sdkmetric.NewView(
+//		sdkmetric.Instrument{Name: "tidemark.*"},
+//		sdkmetric.Stream{AttributeFilter: attribute.NewDenyKeysFilter(kotel.AttrShard)},
+//	)
+//
+// and, for tidemark.shard.millis_behind_latest, aggregate the per-shard
+// series (the maximum is how far behind the stream is) rather than
+// dropping the attribute, which would keep one arbitrary shard's value.
+package kotel
