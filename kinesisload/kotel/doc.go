@@ -61,7 +61,8 @@
 //   - tidemark.getrecords.pages counts every GetRecords page of the consume
 //     loops, empty ones too; tidemark.records.fetched and
 //     tidemark.bytes.fetched count what they held (the Loader reads one page
-//     ahead of the Sink).
+//     ahead of the Sink). A shard's series exist from its first page on, at
+//     0 while it is idle.
 //   - tidemark.shard.millis_behind_latest is the MillisBehindLatest of the
 //     shard's last page: 0 at the tip. A shard appears after its first page
 //     and disappears once it is COMPLETED.

@@ -193,6 +193,8 @@ type Metrics struct {
 // streamEntry caches a stream's attribute sets.
 type streamEntry struct {
 	opt    metric.MeasurementOption
+	add    []metric.AddOption    // {opt}, so that Add allocates no slice
+	record []metric.RecordOption // {opt}
 	states [len(liveStates)]metric.MeasurementOption // stream, state
 	// live is set once a shard of the stream reported a state: from then
 	// on tidemark.shards reports every live state of the stream, 0 too.
@@ -206,6 +208,7 @@ type shardKey struct{ stream, shard string }
 type shardEntry struct {
 	stream *streamEntry
 	opt    metric.MeasurementOption
+	add    []metric.AddOption // {opt}, so that Add allocates no slice
 	behind atomic.Int64
 	seen   atomic.Bool   // behind holds a value
 	state  atomic.Uint32 // a kinesisload.ShardState; 0: none reported
@@ -368,7 +371,8 @@ func (m *Metrics) stream(name string) *streamEntry {
 	if v, ok := m.streams.Load(name); ok {
 		return v.(*streamEntry)
 	}
-	s := &streamEntry{opt: m.set(AttrStream.String(name))}
+	opt := m.set(AttrStream.String(name))
+	s := &streamEntry{opt: opt, add: []metric.AddOption{opt}, record: []metric.RecordOption{opt}}
 	for i, st := range liveStates {
 		s.states[i] = m.set(AttrStream.String(name), AttrState.String(st.String()))
 	}
@@ -382,7 +386,8 @@ func (m *Metrics) shard(stream, shard string) *shardEntry {
 	if v, ok := m.shardsM.Load(k); ok {
 		return v.(*shardEntry)
 	}
-	e := &shardEntry{stream: m.stream(stream), opt: m.set(shardAttrs(stream, shard)...)}
+	opt := m.set(shardAttrs(stream, shard)...)
+	e := &shardEntry{stream: m.stream(stream), opt: opt, add: []metric.AddOption{opt}}
 	v, _ := m.shardsM.LoadOrStore(k, e)
 	return v.(*shardEntry)
 }
@@ -393,10 +398,10 @@ func (m *Metrics) shard(stream, shard string) *shardEntry {
 func (m *Metrics) OnBatchDelivered(e kinesisload.BatchDelivered) {
 	ctx := context.Background()
 	sh := m.shard(e.Stream, e.ShardID)
-	m.recordsDelivered.Add(ctx, int64(e.Records), sh.opt)
-	m.bytesDelivered.Add(ctx, e.Bytes, sh.opt)
-	m.batchLatency.Record(ctx, e.Latency.Seconds(), sh.stream.opt)
-	m.batchAttempts.Record(ctx, int64(e.Attempts), sh.stream.opt)
+	m.recordsDelivered.Add(ctx, int64(e.Records), sh.add...)
+	m.bytesDelivered.Add(ctx, e.Bytes, sh.add...)
+	m.batchLatency.Record(ctx, e.Latency.Seconds(), sh.stream.record...)
+	m.batchAttempts.Record(ctx, int64(e.Attempts), sh.stream.record...)
 }
 
 // OnFetched implements [kinesisload.HookFetched]: it counts
@@ -406,11 +411,11 @@ func (m *Metrics) OnBatchDelivered(e kinesisload.BatchDelivered) {
 func (m *Metrics) OnFetched(e kinesisload.Fetched) {
 	ctx := context.Background()
 	sh := m.shard(e.Stream, e.ShardID)
-	m.pages.Add(ctx, 1, sh.opt)
-	if e.Records > 0 {
-		m.recordsFetched.Add(ctx, int64(e.Records), sh.opt)
-		m.bytesFetched.Add(ctx, e.Bytes, sh.opt)
-	}
+	m.pages.Add(ctx, 1, sh.add...)
+	// Empty pages too: a shard's series then exist, at 0, from its first
+	// page on.
+	m.recordsFetched.Add(ctx, int64(e.Records), sh.add...)
+	m.bytesFetched.Add(ctx, e.Bytes, sh.add...)
 	sh.behind.Store(e.MillisBehindLatest)
 	sh.seen.Store(true)
 }
@@ -475,5 +480,5 @@ func (m *Metrics) OnRetry(e kinesisload.Retry) {
 // OnIteratorRenewed implements [kinesisload.HookIteratorRenewed]: it
 // counts tidemark.iterator.renewals.
 func (m *Metrics) OnIteratorRenewed(e kinesisload.IteratorRenewed) {
-	m.renewals.Add(context.Background(), 1, m.shard(e.Stream, e.ShardID).opt)
+	m.renewals.Add(context.Background(), 1, m.shard(e.Stream, e.ShardID).add...)
 }

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/tidemark/tidemark/kinesisload"
@@ -74,6 +75,7 @@ const (
 	stream = "orders"
 	shard0 = "shardId-000000000000"
 	shard1 = "shardId-000000000001"
+	shard2 = "shardId-000000000002"
 )
 
 func TestOnBatchDelivered(t *testing.T) {
@@ -111,18 +113,21 @@ func TestOnFetched(t *testing.T) {
 	m.OnFetched(kinesisload.Fetched{Stream: stream, ShardID: shard0, Records: 4, Bytes: 40, MillisBehindLatest: 9000})
 	m.OnFetched(kinesisload.Fetched{Stream: stream, ShardID: shard0, Records: 0, Bytes: 0, MillisBehindLatest: 0})
 	m.OnFetched(kinesisload.Fetched{Stream: stream, ShardID: shard1, Records: 2, Bytes: 6, MillisBehindLatest: 1500})
+	m.OnFetched(kinesisload.Fetched{Stream: stream, ShardID: shard2, Records: 0, Bytes: 0, MillisBehindLatest: 0}) // idle
 	got := collect(t, r)
 
 	s0 := "tidemark.shard=" + shard0 + ",tidemark.stream=orders"
 	s1 := "tidemark.shard=" + shard1 + ",tidemark.stream=orders"
+	s2 := "tidemark.shard=" + shard2 + ",tidemark.stream=orders"
 	for _, c := range []struct {
 		name string
 		want map[string]int64
 	}{
-		{"tidemark.getrecords.pages", map[string]int64{s0: 2, s1: 1}},
-		{"tidemark.records.fetched", map[string]int64{s0: 4, s1: 2}},
-		{"tidemark.bytes.fetched", map[string]int64{s0: 40, s1: 6}},
-		{"tidemark.shard.millis_behind_latest", map[string]int64{s0: 0, s1: 1500}}, // the last page's
+		{"tidemark.getrecords.pages", map[string]int64{s0: 2, s1: 1, s2: 1}},
+		// An idle shard's series exist from its first page on, at 0.
+		{"tidemark.records.fetched", map[string]int64{s0: 4, s1: 2, s2: 0}},
+		{"tidemark.bytes.fetched", map[string]int64{s0: 40, s1: 6, s2: 0}},
+		{"tidemark.shard.millis_behind_latest", map[string]int64{s0: 0, s1: 1500, s2: 0}}, // the last page's
 	} {
 		if diff := cmp.Diff(c.want, ints(t, got, c.name)); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", c.name, diff)
@@ -131,14 +136,14 @@ func TestOnFetched(t *testing.T) {
 	// A gauge is read again at every collection: a later page replaces it.
 	m.OnFetched(kinesisload.Fetched{Stream: stream, ShardID: shard1, MillisBehindLatest: 0})
 	got = collect(t, r)
-	if diff := cmp.Diff(map[string]int64{s0: 0, s1: 0}, ints(t, got, "tidemark.shard.millis_behind_latest")); diff != "" {
+	if diff := cmp.Diff(map[string]int64{s0: 0, s1: 0, s2: 0}, ints(t, got, "tidemark.shard.millis_behind_latest")); diff != "" {
 		t.Errorf("tidemark.shard.millis_behind_latest after a second collection (-want +got):\n%s", diff)
 	}
 }
 
 func TestOnShardState(t *testing.T) {
 	m, r := newMetrics(t)
-	const shard2, shard3 = "shardId-000000000002", "shardId-000000000003"
+	const shard3 = "shardId-000000000003"
 	m.OnFetched(kinesisload.Fetched{Stream: stream, ShardID: shard3, MillisBehindLatest: 10})
 	for _, e := range []kinesisload.ShardStateChanged{
 		{Stream: stream, ShardID: shard0, From: 0, To: kinesisload.StateDiscovered},
@@ -503,4 +508,43 @@ func TestConcurrent(t *testing.T) {
 	if diff := cmp.Diff(int64(2), ints(t, got, "tidemark.shards")["tidemark.state=ACTIVE,tidemark.stream=orders"]); diff != "" {
 		t.Errorf("tidemark.shards ACTIVE (-want +got):\n%s", diff)
 	}
+}
+
+// BenchmarkOnFetched is the hook called for every GetRecords page, on the
+// SDK, from parallel goroutines.
+func BenchmarkOnFetched(b *testing.B) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	m, err := kotel.New(mp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		e := kinesisload.Fetched{Stream: stream, ShardID: shard0, Records: 100, Bytes: 1000, MillisBehindLatest: 7}
+		for pb.Next() {
+			m.OnFetched(e)
+		}
+	})
+}
+
+// BenchmarkOnBatchDelivered is the hook called for every committed batch.
+func BenchmarkOnBatchDelivered(b *testing.B) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	m, err := kotel.New(mp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		e := kinesisload.BatchDelivered{Stream: stream, ShardID: shard0, Records: 100, Bytes: 1000, Latency: 30 * time.Millisecond, Attempts: 1}
+		for pb.Next() {
+			m.OnBatchDelivered(e)
+		}
+	})
 }
