@@ -193,8 +193,8 @@ type Metrics struct {
 // streamEntry caches a stream's attribute sets.
 type streamEntry struct {
 	opt    metric.MeasurementOption
-	add    []metric.AddOption    // {opt}, so that Add allocates no slice
-	record []metric.RecordOption // {opt}
+	add    []metric.AddOption                        // {opt}, so that Add allocates no slice
+	record []metric.RecordOption                     // {opt}
 	states [len(liveStates)]metric.MeasurementOption // stream, state
 	// live is set once a shard of the stream reported a state: from then
 	// on tidemark.shards reports every live state of the stream, 0 too.
