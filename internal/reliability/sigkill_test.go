@@ -1,0 +1,356 @@
+package reliability
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/tidemark/tidemark/internal/emulator"
+	"github.com/tidemark/tidemark/internal/faultproxy"
+	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// killFaults are the faults the proxy injects into every call of the
+// loader once the first loader has initialised.
+var killFaults = faultproxy.Rates{Reset: 0.04, ServerError: 0.04, Throttle: 0.06, Truncate: 0.04, Delay: 0.05}
+
+// checkpoint is what was durable when a loader was killed.
+type checkpoint struct {
+	kill      int
+	lines     int // lines in the output file when the loader died
+	committed map[string]kinesisload.ShardProgress
+}
+
+// producer writes records with unique data until stopped.
+type producer struct {
+	stop    chan struct{}
+	done    chan struct{}
+	written []written // read only after done is closed
+	err     error
+}
+
+// startProducer writes a batch of 10 records every 100 ms until stop is
+// called. A batch in flight when stop is called is finished and recorded,
+// so that written holds every record that reached the stream.
+func startProducer(ctx context.Context, put func(ctx context.Context, data []string) ([]written, error)) *producer {
+	p := &producer{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		next := 0
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-ctx.Done():
+				p.err = ctx.Err()
+				return
+			case <-tick.C:
+			}
+			batch := make([]string, 10)
+			for i := range batch {
+				batch[i] = fmt.Sprintf("r-%06d", next)
+				next++
+			}
+			w, err := put(ctx, batch)
+			p.written = append(p.written, w...)
+			if err != nil {
+				p.err = err
+				return
+			}
+		}
+	}()
+	return p
+}
+
+// finish stops the producer and waits for its last batch.
+func (p *producer) finish() {
+	close(p.stop)
+	<-p.done
+}
+
+// TestSIGKILLLoop runs a loader process against kinesis-local through the
+// fault proxy, kills it with SIGKILL at random moments while records are
+// written and shards split and merge, restarts it each time, and checks the
+// guarantee on what its Sink wrote: every record written after the first
+// initialisation delivered at least once, in shard order, children after
+// parents, and no record of a committed batch delivered again.
+func TestSIGKILLLoop(t *testing.T) {
+	kills := 10
+	if longForm() {
+		kills = 100
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("TIDEMARK_RELIABILITY_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("TIDEMARK_RELIABILITY_SEED=%q: %v", s, err)
+		}
+	}
+	t.Logf("%d kills, seed %d (set TIDEMARK_RELIABILITY_SEED to repeat)", kills, seed)
+	began := time.Now()
+
+	emu := emulator.Start(t, emulator.KinesisLocal)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(kills)*10*time.Second+3*time.Minute)
+	defer cancel()
+	api := newClient(t, emu.Endpoint) // the producer's and the checks': no faults
+	const stream = "sigkill"
+	createStream(ctx, t, api, stream, 2)
+	history := make([]string, 10)
+	for i := range history {
+		history[i] = fmt.Sprintf("h-%03d", i)
+	}
+	if _, err := putAll(ctx, api, stream, history); err != nil {
+		t.Fatal(err)
+	}
+
+	proxy, err := faultproxy.New(faultproxy.Config{Upstream: emu.Endpoint, Seed: seed, MaxDelay: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+
+	tmp := t.TempDir()
+	cc := childConfig{
+		Endpoint:           proxy.URL(),
+		Stream:             stream,
+		Dir:                filepath.Join(tmp, "journal"),
+		Out:                filepath.Join(tmp, "out.txt"),
+		ListShardsInterval: 500 * time.Millisecond,
+		IdleWait:           200 * time.Millisecond,
+		CallTimeout:        5 * time.Second,
+		RecordsPerCall:     100,
+	}
+	loader := startLoader(t, cc)
+	resolved, err := loader.waitInit(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proxy.SetAll(killFaults); err != nil {
+		t.Fatal(err)
+	}
+	prod := startProducer(ctx, func(ctx context.Context, data []string) ([]written, error) {
+		return putAll(ctx, api, stream, data)
+	})
+	t.Cleanup(func() { cancel(); <-prod.done })
+
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	var (
+		checkpoints []checkpoint
+		reshards    []string
+		earlyKills  int
+	)
+	reshardAt := map[int]func() string{}
+	if kills >= 3 {
+		// Short form: a split, a merge and a split; long form: one every
+		// 10 kills, alternating.
+		first, step := kills/3, kills/3
+		if kills >= 30 {
+			first, step = 10, 10
+		}
+		for i := first; i < kills; i += step {
+			if len(reshardAt)%2 == 0 {
+				reshardAt[i] = func() string { return split(ctx, t, api, stream) }
+			} else {
+				reshardAt[i] = func() string { return merge(ctx, t, api, stream) }
+			}
+		}
+	}
+	loopStart := time.Now()
+	for i := range kills {
+		if f := reshardAt[i]; f != nil {
+			reshards = append(reshards, fmt.Sprintf("before kill %d: %s", i+1, f()))
+		}
+		// One kill in five lands early: during start-up and initialisation.
+		wait := 400*time.Millisecond + time.Duration(rng.Int64N(int64(1600*time.Millisecond)))
+		if rng.IntN(5) == 0 {
+			wait = time.Duration(rng.Int64N(int64(400 * time.Millisecond)))
+		}
+		time.Sleep(wait)
+		if loader.exited() {
+			t.Fatalf("kill %d: the loader exited by itself (%v):\n%s", i+1, loader.state, loader.stderr.String())
+		}
+		select {
+		case <-loader.inits:
+		default:
+			earlyKills++ // before its initialisation was journaled
+		}
+		loader.kill()
+		out, err := readOutput(cc.Out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkpoints = append(checkpoints, checkpoint{kill: i + 1, lines: len(out), committed: committed(t, cc.Dir, stream)})
+		loader = startLoader(t, cc)
+	}
+	loopTook := time.Since(loopStart)
+	prod.finish()
+	if prod.err != nil {
+		t.Fatalf("producer: %v", prod.err)
+	}
+	want := prod.written
+	if len(want) == 0 {
+		t.Fatal("the producer wrote nothing")
+	}
+
+	// The last loader drains the stream.
+	drainStart := time.Now()
+	var out []line
+	for {
+		if out, err = readOutput(cc.Out); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, l := range out {
+			seen[l.data] = true
+		}
+		missing := slices.DeleteFunc(slices.Clone(want), func(w written) bool { return seen[w.data] })
+		if len(missing) == 0 {
+			break
+		}
+		if loader.exited() {
+			t.Fatalf("the last loader exited by itself (%v) with %d records missing:\n%s", loader.state, len(missing), loader.stderr.String())
+		}
+		if time.Since(drainStart) > 2*time.Minute {
+			t.Fatalf("%d of %d records not delivered 2m after the last kill, e.g. %+v", len(missing), len(want), missing[0])
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	drainTook := time.Since(drainStart)
+	if code, err := loader.term(30 * time.Second); err != nil || code != exitOK {
+		t.Fatalf("the last loader: exit %d, %v:\n%s", code, err, loader.stderr.String())
+	}
+	if out, err = readOutput(cc.Out); err != nil {
+		t.Fatal(err)
+	}
+	final := committed(t, cc.Dir, stream)
+	checkpoints = append(checkpoints, checkpoint{kill: kills + 1, lines: len(out), committed: final})
+	lineage := listShards(ctx, t, api, stream)
+
+	// Nothing from before the first initialisation.
+	where := map[string]written{}
+	for _, w := range want {
+		where[w.data] = w
+	}
+	for i, l := range out {
+		w, ok := where[l.data]
+		switch {
+		case !ok:
+			t.Errorf("line %d: %q was delivered but not written after the first initialisation (%s %s)", i+1, l.data, l.shard, l.seq)
+		case w.shard != l.shard || w.seq != l.seq:
+			t.Errorf("line %d: %q delivered as %s %s, written as %s %s", i+1, l.data, l.shard, l.seq, w.shard, w.seq)
+		}
+		if p, err := scan.Parse(resolved[l.shard]); err == nil && covers(p, l.seq) {
+			t.Errorf("line %d: %s %s is at or before the shard's resolved start %v", i+1, l.shard, l.seq, p)
+		}
+	}
+
+	// Shard order of first occurrences; duplicates counted.
+	first := map[string]int{}
+	occurrences := map[string]int{}
+	lastSeq := map[string]string{}
+	for i, l := range out {
+		occurrences[l.data]++
+		if _, ok := first[l.data]; ok {
+			continue
+		}
+		first[l.data] = i
+		if p := lastSeq[l.shard]; p != "" && scan.CompareSequence(l.seq, p) <= 0 {
+			t.Errorf("line %d: shard %s: first delivery of %s (seq %s) after seq %s", i+1, l.shard, l.data, l.seq, p)
+		}
+		lastSeq[l.shard] = l.seq
+	}
+	dups, dupRecords := 0, 0
+	for _, n := range occurrences {
+		if n > 1 {
+			dups += n - 1
+			dupRecords++
+		}
+	}
+
+	// Children after parents: every line of a parent comes before the
+	// first line of its child.
+	firstOf, lastOf := map[string]int{}, map[string]int{}
+	for i, l := range out {
+		if _, ok := firstOf[l.shard]; !ok {
+			firstOf[l.shard] = i
+		}
+		lastOf[l.shard] = i
+	}
+	for _, s := range lineage {
+		child := aws.ToString(s.ShardId)
+		fc, ok := firstOf[child]
+		if !ok {
+			continue
+		}
+		for _, parent := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
+			if lp, ok := lastOf[aws.ToString(parent)]; ok && lp > fc {
+				t.Errorf("parent %s has a record on line %d, after child %s's first record on line %d", aws.ToString(parent), lp+1, child, fc+1)
+			}
+		}
+	}
+
+	// Committed batches: each record at or before a committed position was
+	// in the file when the loader died, and never appears again.
+	for _, cp := range checkpoints {
+		before := map[string]bool{}
+		for _, l := range out[:cp.lines] {
+			before[l.data] = true
+		}
+		for _, w := range want {
+			if pr, ok := cp.committed[w.shard]; ok && covers(pr.Position, w.seq) && !before[w.data] {
+				t.Errorf("kill %d: %s (%s %s) is committed (%v) but was not delivered before the kill", cp.kill, w.data, w.shard, w.seq, pr.Position)
+			}
+		}
+		for i, l := range out[cp.lines:] {
+			if pr, ok := cp.committed[l.shard]; ok && covers(pr.Position, l.seq) {
+				t.Errorf("kill %d: line %d: %s (%s %s) delivered again although committed at %v", cp.kill, cp.lines+i+1, l.data, l.shard, l.seq, pr.Position)
+			}
+		}
+	}
+	// A parent whose child was read is COMPLETED in the journal.
+	for _, s := range lineage {
+		child := aws.ToString(s.ShardId)
+		if _, read := firstOf[child]; !read {
+			continue
+		}
+		for _, parent := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
+			if id := aws.ToString(parent); id != "" && final[id].State != kinesisload.StateCompleted {
+				t.Errorf("child %s was read but its parent %s is %v in the journal, want COMPLETED", child, id, final[id].State)
+			}
+		}
+	}
+
+	tot := proxy.Total()
+	t.Logf("short form timings: total %v, kill loop %v (%d kills), drain %v", time.Since(began).Round(time.Millisecond), loopTook.Round(time.Millisecond), kills, drainTook.Round(time.Millisecond))
+	t.Logf("records: %d written after initialisation, %d lines delivered, %d duplicate deliveries of %d records", len(want), len(out), dups, dupRecords)
+	t.Logf("reshards: %v; shards at the end: %d", reshards, len(lineage))
+	withCommits := 0
+	for _, cp := range checkpoints[:kills] {
+		for id, pr := range cp.committed {
+			if pr.Position.Kind == scan.KindAfterSequence && pr.Position.String() != resolved[id] {
+				withCommits++
+				break
+			}
+		}
+	}
+	t.Logf("kills: %d before the loader's initialisation was journaled; %d after a record was committed", earlyKills, withCommits)
+	t.Logf("proxy: %d requests, injected %d resets, %d 5xx, %d throttles, %d truncations, %d delays",
+		tot.Requests, tot.Reset, tot.ServerError, tot.Throttle, tot.Truncate, tot.Delay)
+	if tot.Reset+tot.ServerError+tot.Throttle+tot.Truncate == 0 {
+		t.Error("the proxy injected no fault: the run proves nothing about them")
+	}
+	if kills >= 10 && len(reshards) < 2 {
+		t.Errorf("only %d reshards, want a split and a merge", len(reshards))
+	}
+}
