@@ -1,0 +1,469 @@
+// Command inspect prints, for an operator, what a tidemark journal directory
+// holds: for every stream, every shard with its state, its position and its
+// lineage (as a tree of parents and children), and the last journal records,
+// decoded.
+//
+//	go run ./examples/inspect -dir /var/lib/myapp/tidemark
+//
+// The directory is the Config.Dir of a kinesisload.Loader. inspect opens the
+// journal as the Loader does (journal.Open), so it needs the directory's
+// lock: while a Loader runs on the directory, inspect says so and exits with
+// status 1 (inspect a copy, cp -r DIR COPY, instead). Like the Loader, Open
+// finishes what a crash interrupted (it truncates a torn last write and
+// removes temporary files); inspect itself never writes a record.
+//
+// A journal damaged in a way a crash cannot cause (a CRC mismatch, a missing
+// segment) is refused: inspect prints the file, the offset and the reason,
+// changes nothing, and exits with status 1. Run it again with -repair to cut
+// the journal back to its last good record (journal.Repair): everything after
+// the damage is discarded, a copy of every file cut is kept next to it, and
+// inspect prints what it cut, why, and where the copies are, then the state.
+// A Loader started on a repaired journal resumes from the last good record,
+// so it delivers again what it had committed after it (at least once).
+//
+// Flags:
+//
+//	-dir DIR     the journal directory (required)
+//	-records N   how many of the last journal records to print (default 10;
+//	             0 prints none)
+//	-repair      repair a corrupt journal first (discards data: only on
+//	             purpose)
+//
+// Exit status: 0 on success, 1 when the journal cannot be read (missing,
+// locked, corrupt, or a repair failed), 2 on a bad flag.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/tidemark/tidemark/journal"
+	"github.com/tidemark/tidemark/kinesisload"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// options are the command-line flags.
+type options struct {
+	dir     string
+	records int
+	repair  bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.dir, "dir", "", "the journal directory (`DIR`, the Loader's Config.Dir; required)")
+	fs.IntVar(&o.records, "records", 10, "print the last `N` journal records")
+	fs.BoolVar(&o.repair, "repair", false, "repair a corrupt journal first: cut it back to its last good record (discards data)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected argument %q (see -h)", fs.Arg(0))
+	case o.dir == "":
+		return o, errors.New("-dir is required (the Loader's journal directory)")
+	case o.records < 0:
+		return o, fmt.Errorf("-records %d: must not be negative", o.records)
+	}
+	return o, nil
+}
+
+// run is the whole program; it returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "inspect:", err)
+		return 2
+	}
+	if err := inspect(ctx, o, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "inspect:", err)
+		return 1
+	}
+	return 0
+}
+
+// inspect prints the journal in o.dir; its errors are the operator's to read.
+func inspect(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	segs, snaps, err := journalFiles(o.dir)
+	if err != nil {
+		return err
+	}
+	if len(segs) == 0 && len(snaps) == 0 {
+		// Open would create an empty journal: an inspector must not.
+		return fmt.Errorf("%s holds no journal (no *.seg or *.snap file): is it the Loader's Config.Dir?", o.dir)
+	}
+	if o.repair {
+		if err := repair(o.dir, stdout); err != nil {
+			return err
+		}
+	}
+
+	j, err := journal.Open(o.dir, journal.DefaultConfig())
+	var corrupt *journal.CorruptError
+	switch {
+	case errors.Is(err, journal.ErrLocked):
+		return lockedError(o.dir, err)
+	case errors.As(err, &corrupt):
+		return fmt.Errorf("the journal in %s is corrupt, in a way a crash cannot cause:\n"+
+			"  file:   %s\n  offset: %d\n  reason: %s\n"+
+			"Nothing was changed. To cut the journal back to its last good record, run\n"+
+			"  inspect -dir %s -repair\n"+
+			"This discards every record after the damage (a copy of each file cut is kept\n"+
+			"next to it); a Loader then resumes from the last good record and delivers\n"+
+			"again what it had committed after it.\n(%w)",
+			o.dir, corrupt.File, corrupt.Offset, corrupt.Reason, o.dir, err)
+	case err != nil:
+		return fmt.Errorf("opening the journal in %s: %w", o.dir, err)
+	}
+	defer j.Close()
+
+	entries, err := replay(ctx, j)
+	if err != nil {
+		return fmt.Errorf("reading the journal in %s: %w", o.dir, err)
+	}
+	store, err := kinesisload.NewJournalStore(ctx, j, 0)
+	if err != nil {
+		return fmt.Errorf("reading the journal in %s: %w", o.dir, err)
+	}
+
+	// Files again: Open may have removed temporary or compacted files.
+	if segs, snaps, err = journalFiles(o.dir); err != nil {
+		return err
+	}
+	p := &printer{w: stdout}
+	p.printf("Journal %s\n", o.dir)
+	p.printf("  files:   %s\n", describeFiles(segs, snaps))
+	p.printf("  records: %s\n", describeEntries(entries))
+
+	streams := store.Streams()
+	if len(streams) == 0 {
+		p.printf("\nNo stream has stored progress yet.\n")
+	}
+	for _, stream := range streams {
+		progress, err := store.Load(ctx, stream)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", stream, err)
+		}
+		p.printf("\nStream %s: %s\n", stream, countShards(progress))
+		printTree(p, progress)
+	}
+
+	if o.records > 0 {
+		printRecords(p, entries, o.records)
+	}
+	return p.err
+}
+
+// lockedError explains ErrLocked.
+func lockedError(dir string, err error) error {
+	return fmt.Errorf("%s is locked: a running Loader (or another inspect) has the journal open, and only one process may. "+
+		"Stop it first, or inspect a copy (cp -r %s COPY; inspect -dir COPY): %w", dir, dir, err)
+}
+
+// repair runs journal.Repair and prints its report.
+func repair(dir string, stdout io.Writer) error {
+	rep, err := journal.Repair(dir)
+	if errors.Is(err, journal.ErrLocked) {
+		return lockedError(dir, err)
+	}
+	p := &printer{w: stdout}
+	p.printf("Repair of %s:\n", dir)
+	if len(rep.Cuts) == 0 && err == nil {
+		p.printf("  nothing to repair: the journal is sound.\n\n")
+		return p.err
+	}
+	for i, c := range rep.Cuts {
+		p.printf("  %d. %s\n", i+1, c.File)
+		if c.Reason != nil {
+			p.printf("     why:    damage at offset %d of %s: %s\n", c.Reason.Offset, c.Reason.File, c.Reason.Reason)
+		}
+		if c.Offset < 0 {
+			p.printf("     what:   moved aside whole (%d bytes)\n", c.Bytes)
+		} else {
+			p.printf("     what:   truncated at offset %d (%d bytes cut)\n", c.Offset, c.Bytes)
+		}
+		p.printf("     backup: %s\n", c.Backup)
+	}
+	if err != nil {
+		return fmt.Errorf("repair of %s stopped: %w", dir, err)
+	}
+	p.printf("  The journal now ends at its last good record: a Loader resumes each shard from\n")
+	p.printf("  the position below and delivers again what it had committed after it. If the\n")
+	p.printf("  cut removed a shard's resolved start, the shard shows LATEST (or is missing)\n")
+	p.printf("  below, and a Loader would resolve LATEST again, after records that arrived\n")
+	p.printf("  meanwhile; check before you start one. Keep the backups until you are sure.\n\n")
+	return p.err
+}
+
+// journalFiles lists the segment and snapshot files of dir.
+func journalFiles(dir string) (segs, snaps []string, err error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, nil, err // names the directory
+	}
+	if !st.IsDir() {
+		return nil, nil, fmt.Errorf("%s is not a directory", dir)
+	}
+	if segs, err = filepath.Glob(filepath.Join(dir, "*.seg")); err != nil {
+		return nil, nil, err
+	}
+	if snaps, err = filepath.Glob(filepath.Join(dir, "*.snap")); err != nil {
+		return nil, nil, err
+	}
+	return segs, snaps, nil
+}
+
+func describeFiles(segs, snaps []string) string {
+	var parts []string
+	for _, group := range []struct {
+		what  string
+		names []string
+	}{{"segment", segs}, {"snapshot", snaps}} {
+		if len(group.names) == 0 {
+			continue
+		}
+		var size int64
+		var names []string
+		for _, n := range group.names {
+			if st, err := os.Stat(n); err == nil {
+				size += st.Size()
+			}
+			names = append(names, filepath.Base(n))
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s, %d bytes)", plural(len(names), group.what), strings.Join(names, ", "), size))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// entry is one replayed journal entry.
+type entry struct {
+	index    uint64
+	snapshot bool
+	data     []byte
+}
+
+func replay(ctx context.Context, j journal.Journal) ([]entry, error) {
+	var out []entry
+	err := j.Replay(ctx, func(e journal.Entry) error {
+		out = append(out, entry{index: e.Index, snapshot: e.Snapshot, data: slices.Clone(e.Data)})
+		return nil
+	})
+	return out, err
+}
+
+func describeEntries(entries []entry) string {
+	var snap *entry
+	var recs []entry
+	for i := range entries {
+		if entries[i].snapshot {
+			snap = &entries[i]
+		} else {
+			recs = append(recs, entries[i])
+		}
+	}
+	var span string
+	switch len(recs) {
+	case 0:
+		span = "no record"
+	case 1:
+		span = fmt.Sprintf("1 record (%d)", recs[0].index)
+	default:
+		span = fmt.Sprintf("%d records (%d to %d)", len(recs), recs[0].index, recs[len(recs)-1].index)
+	}
+	if snap == nil {
+		return span
+	}
+	return fmt.Sprintf("a snapshot covering 1 to %d, then %s", snap.index, span)
+}
+
+func countShards(progress map[string]kinesisload.ShardProgress) string {
+	counts := map[kinesisload.ShardState]int{}
+	for _, p := range progress {
+		counts[p.State]++
+	}
+	var parts []string
+	for s := kinesisload.StateDiscovered; s <= kinesisload.StateCompleted; s++ {
+		if counts[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[s], s))
+		}
+	}
+	return plural(len(progress), "shard") + " (" + strings.Join(parts, ", ") + ")"
+}
+
+// printTree prints the shards as a lineage forest: each shard under its
+// first parent that the store knows, roots (no known parent) first, all in
+// shard-ID order. A merged shard's second parent is named on its line.
+func printTree(p *printer, progress map[string]kinesisload.ShardProgress) {
+	children := map[string][]string{}
+	var roots []string
+	for _, id := range slices.Sorted(maps.Keys(progress)) {
+		parent := ""
+		for _, par := range progress[id].Parents {
+			if _, ok := progress[par]; ok {
+				parent = par
+				break
+			}
+		}
+		if parent == "" {
+			roots = append(roots, id)
+		} else {
+			children[parent] = append(children[parent], id)
+		}
+	}
+	type row struct{ tree, id string }
+	var rows []row
+	var walk func(id, prefix, branch string)
+	walk = func(id, prefix, branch string) {
+		rows = append(rows, row{tree: prefix + branch + id, id: id})
+		kids := children[id]
+		next := prefix
+		switch branch {
+		case "├─ ":
+			next += "│  "
+		case "└─ ":
+			next += "   "
+		}
+		for i, k := range kids {
+			b := "├─ "
+			if i == len(kids)-1 {
+				b = "└─ "
+			}
+			walk(k, next, b)
+		}
+	}
+	for _, r := range roots {
+		walk(r, "  ", "")
+	}
+	width := 0
+	for _, r := range rows {
+		width = max(width, len([]rune(r.tree)))
+	}
+	for _, r := range rows {
+		sp := progress[r.id]
+		pos := "(no position)"
+		if sp.Position.Kind != 0 {
+			pos = sp.Position.String()
+		}
+		state := "(no state)"
+		if sp.State != 0 {
+			state = sp.State.String()
+		}
+		line := fmt.Sprintf("%s%s  %-14s  %s", r.tree, strings.Repeat(" ", width-len([]rune(r.tree))), state, pos)
+		if len(sp.Parents) > 0 {
+			line += "  parents: " + strings.Join(sp.Parents, ", ")
+		}
+		p.printf("%s\n", line)
+	}
+}
+
+// storeRecord is one record of a JournalStore, one Save, as
+// kinesisload/store.go writes it:
+//
+//	{"stream":"orders","updates":[{"id":"shardId-000000000001","parents":["shardId-000000000000"],
+//	  "state":"ACTIVE","pos":"AFTER_SEQUENCE_NUMBER:4960..."}]}
+//
+// A snapshot's state is {"streams":{"orders":{"shardId-...":{...}}}}; the
+// state printed comes from kinesisload.JournalStore itself, not from this.
+type storeRecord struct {
+	Stream  string                      `json:"stream"`
+	Updates []kinesisload.ShardProgress `json:"updates"`
+}
+
+// printRecords prints the last n journal records, decoded.
+func printRecords(p *printer, entries []entry, n int) {
+	var recs []entry
+	hasSnap := false
+	for _, e := range entries {
+		if e.snapshot {
+			hasSnap = true
+		} else {
+			recs = append(recs, e)
+		}
+	}
+	if len(recs) > n {
+		recs = recs[len(recs)-n:]
+	}
+	if len(recs) == 0 {
+		p.printf("\nNo journal record after the snapshot.\n")
+		return
+	}
+	what := plural(len(recs), "journal record")
+	if len(recs) == 1 {
+		what = "journal record"
+	}
+	if hasSnap {
+		what += " after the snapshot"
+	}
+	p.printf("\nLast %s (each is one durable Save: the updates it merged):\n", what)
+	for _, e := range recs {
+		var r storeRecord
+		if err := json.Unmarshal(e.data, &r); err != nil {
+			// Not a JournalStore record: show it raw rather than fail.
+			p.printf("  #%d  cannot be decoded (%v): %q\n", e.index, err, truncate(e.data, 200))
+			continue
+		}
+		p.printf("  #%d  stream %s\n", e.index, r.Stream)
+		for _, u := range r.Updates {
+			parts := []string{u.ShardID}
+			if u.State != 0 {
+				parts = append(parts, u.State.String())
+			}
+			if u.Position.Kind != 0 {
+				parts = append(parts, u.Position.String())
+			}
+			if len(u.Parents) > 0 {
+				parts = append(parts, "parents: "+strings.Join(u.Parents, ", "))
+			}
+			p.printf("        %s\n", strings.Join(parts, "  "))
+		}
+	}
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n]) + "..."
+}
+
+// printer writes formatted text and keeps the first error.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) printf(format string, args ...any) {
+	if p.err != nil {
+		return
+	}
+	_, p.err = fmt.Fprintf(p.w, format, args...)
+}
