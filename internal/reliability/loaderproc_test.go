@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/tidemark/tidemark/internal/emulator"
+	"github.com/tidemark/tidemark/journal"
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/scan"
 )
@@ -55,6 +56,11 @@ type childConfig struct {
 	// MaxRecordBytes makes the Sink refuse a batch holding a record larger
 	// than this; 0 means no limit.
 	MaxRecordBytes int
+	// SnapshotEvery, when positive, makes the loader open the journal in
+	// Dir itself and give the Loader a JournalStore that snapshots every
+	// SnapshotEvery saves (WithStore), so that kills land in snapshots and
+	// compactions too. Zero lets the Loader open Dir with the defaults.
+	SnapshotEvery uint64
 }
 
 // loaderMain is the loader process: it runs one Loader until SIGTERM or a
@@ -95,7 +101,22 @@ func loaderMain(raw string) int {
 	defer tr.CloseIdleConnections()
 	client := newClientWith(cc.Endpoint, tr)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	l, err := kinesisload.New(cfg, kinesisload.WithClient(client), kinesisload.WithLogger(logger), kinesisload.WithHooks(initPrinter{}))
+	opts := []kinesisload.Option{kinesisload.WithClient(client), kinesisload.WithLogger(logger), kinesisload.WithHooks(initPrinter{})}
+	if cc.SnapshotEvery > 0 {
+		j, err := journal.Open(cc.Dir, journal.DefaultConfig())
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "loader: Run returned: opening the journal: %v\n", err)
+			return exitRunFailed
+		}
+		defer j.Close()
+		store, err := kinesisload.NewJournalStore(ctx, j, cc.SnapshotEvery)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "loader: Run returned: %v\n", err)
+			return exitRunFailed
+		}
+		opts = append(opts, kinesisload.WithStore(store))
+	}
+	l, err := kinesisload.New(cfg, opts...)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "loader: New: %v\n", err)
 		return exitBadConfig
