@@ -40,8 +40,9 @@
 //	-out DIR         write the files into DIR (default: a temporary directory,
 //	                 removed at exit; the program prints a sample first)
 //	-dir DIR         keep the Loader's journal in DIR (default: a temporary
-//	                 directory, removed at exit); run again with the same
-//	                 -dir, -out and -stream to resume where it stopped
+//	                 directory, removed at exit); with -endpoint, run again
+//	                 with the same -dir, -out and -stream to resume where it
+//	                 stopped (inspect it with examples/inspect)
 //	-endpoint URL    use the Kinesis at URL, e.g. a kinesis-local on
 //	                 http://127.0.0.1:4567, instead of the in-memory one
 //	                 (credentials from the environment, or dummy ones; region
@@ -49,7 +50,10 @@
 //	-stream NAME     the stream to load (default: a new name each run in
 //	                 memory, "tidemark-customsink" with -endpoint); it is
 //	                 created with 2 shards if it does not exist, and the
-//	                 producer runs only on a stream the program created
+//	                 producer runs only on a stream the program created.
+//	                 The in-memory Kinesis is new every run, sequence
+//	                 numbers included: do not give it the -dir or -out of
+//	                 an earlier run
 //	-start POS       where shards with no stored progress start: LATEST,
 //	                 TRIM_HORIZON, ... (default TRIM_HORIZON)
 //	-duration D      stop by itself after D (default 3s; 0 runs until
@@ -312,7 +316,7 @@ func demo(ctx context.Context, o options, api kinesistest.API, out *printer) (re
 		return res, fmt.Errorf("the Loader stopped: %w", runErr)
 	}
 
-	if err := report(out, outDir, o.stream, res.produced, created, !res.signalled); err != nil {
+	if err := report(out, outDir, o.stream, res.produced, created, !res.signalled, o.endpoint != ""); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -378,10 +382,11 @@ func waitStored(ctx context.Context, sink *FileSink, stream string, written []pr
 	}
 }
 
-// report lists the files and checks them against what the producer wrote:
-// per shard, the stored lines are the first records written, each once and
-// in order; with all true, they are all of them.
-func report(out *printer, outDir, stream string, written []produced, checked, all bool) error {
+// report lists the files and, when checked, checks them against what the
+// producer wrote: per shard, the stored lines are the first records
+// written, each once and in order; with all true, they are all of them.
+// resumable says whether a later run can read the rest.
+func report(out *printer, outDir, stream string, written []produced, checked, all, resumable bool) error {
 	files, err := ListFiles(outDir)
 	if err != nil {
 		return err
@@ -450,7 +455,11 @@ func report(out *printer, outDir, stream string, written []produced, checked, al
 		out.printf("Check: all %d records written are stored, each in exactly one line, in shard order.\n", len(written))
 	} else {
 		out.printf("Check: %d of %d records written are stored, each in exactly one line, in shard order, none skipped;\n", stored, len(written))
-		out.printf("       the rest were not read before the stop (with the same -dir, -out and -stream, a later run reads them).\n")
+		if resumable {
+			out.printf("       the rest were not read before the stop (a later run with the same -dir, -out and -stream reads them).\n")
+		} else {
+			out.printf("       the rest were not read before the stop (and the in-memory stream ends with this run).\n")
+		}
 	}
 	return nil
 }

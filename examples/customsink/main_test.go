@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
+	"github.com/tidemark/tidemark/internal/emulator"
 	"github.com/tidemark/tidemark/journal"
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
@@ -693,3 +694,32 @@ func (b *syncBuffer) String() string {
 var _ io.Writer = (*syncBuffer)(nil)
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestRunAgainstKinesisLocal runs the program with -endpoint against a
+// real emulator, as a user with a kinesis-local started by hand would: it
+// creates the stream, produces, loads and checks.
+func TestRunAgainstKinesisLocal(t *testing.T) {
+	e := emulator.Start(t, emulator.KinesisLocal)
+	// No credentials anywhere: the program's dummy ones are under test.
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_REGION", "")
+	out := t.TempDir()
+	var stdout, stderr syncBuffer
+	if c := run(context.Background(), []string{"-endpoint", e.Endpoint, "-out", out, "-duration", "500ms", "-fail-every", "2"}, &stdout, &stderr); c != 0 {
+		t.Fatalf("run returned %d, want 0\nstdout:\n%s\nstderr:\n%s", c, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{
+		"Kinesis: " + e.Endpoint + " (region us-east-1)",
+		"stream:  tidemark-customsink",
+		"injected failure",
+		"Check: all ",
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}

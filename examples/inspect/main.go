@@ -139,7 +139,7 @@ func inspect(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	defer j.Close()
 
-	entries, err := replay(ctx, j)
+	replayed, err := replay(ctx, j, o.records)
 	if err != nil {
 		return fmt.Errorf("reading the journal in %s: %w", o.dir, err)
 	}
@@ -155,7 +155,7 @@ func inspect(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	p := &printer{w: stdout}
 	p.printf("Journal %s\n", o.dir)
 	p.printf("  files:   %s\n", describeFiles(segs, snaps))
-	p.printf("  records: %s\n", describeEntries(entries))
+	p.printf("  records: %s\n", replayed)
 
 	streams := store.Streams()
 	if len(streams) == 0 {
@@ -171,7 +171,7 @@ func inspect(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 
 	if o.records > 0 {
-		printRecords(p, entries, o.records)
+		printRecords(p, replayed)
 	}
 	return p.err
 }
@@ -264,45 +264,60 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// entry is one replayed journal entry.
+// entry is one replayed journal record.
 type entry struct {
-	index    uint64
-	snapshot bool
-	data     []byte
+	index uint64
+	data  []byte
 }
 
-func replay(ctx context.Context, j journal.Journal) ([]entry, error) {
-	var out []entry
+// replayed is what inspect keeps of a replay: the snapshot's index, how
+// many records follow it, and the last of them.
+type replayed struct {
+	snapshot    bool
+	snapIndex   uint64
+	count       int
+	first, last uint64
+	tail        []entry // the last records, at most keep
+}
+
+// replay reads the journal, keeping only the last keep records' data.
+func replay(ctx context.Context, j journal.Journal, keep int) (replayed, error) {
+	var r replayed
 	err := j.Replay(ctx, func(e journal.Entry) error {
-		out = append(out, entry{index: e.Index, snapshot: e.Snapshot, data: slices.Clone(e.Data)})
+		if e.Snapshot {
+			r.snapshot, r.snapIndex = true, e.Index
+			return nil
+		}
+		if r.count == 0 {
+			r.first = e.Index
+		}
+		r.count++
+		r.last = e.Index
+		if keep > 0 {
+			if len(r.tail) == keep {
+				r.tail = slices.Delete(r.tail, 0, 1)
+			}
+			r.tail = append(r.tail, entry{index: e.Index, data: slices.Clone(e.Data)})
+		}
 		return nil
 	})
-	return out, err
+	return r, err
 }
 
-func describeEntries(entries []entry) string {
-	var snap *entry
-	var recs []entry
-	for i := range entries {
-		if entries[i].snapshot {
-			snap = &entries[i]
-		} else {
-			recs = append(recs, entries[i])
-		}
-	}
+func (r replayed) String() string {
 	var span string
-	switch len(recs) {
+	switch r.count {
 	case 0:
 		span = "no record"
 	case 1:
-		span = fmt.Sprintf("1 record (%d)", recs[0].index)
+		span = fmt.Sprintf("1 record (%d)", r.first)
 	default:
-		span = fmt.Sprintf("%d records (%d to %d)", len(recs), recs[0].index, recs[len(recs)-1].index)
+		span = fmt.Sprintf("%d records (%d to %d)", r.count, r.first, r.last)
 	}
-	if snap == nil {
+	if !r.snapshot {
 		return span
 	}
-	return fmt.Sprintf("a snapshot covering 1 to %d, then %s", snap.index, span)
+	return fmt.Sprintf("a snapshot covering 1 to %d, then %s", r.snapIndex, span)
 }
 
 func countShards(progress map[string]kinesisload.ShardProgress) string {
@@ -398,29 +413,22 @@ type storeRecord struct {
 	Updates []kinesisload.ShardProgress `json:"updates"`
 }
 
-// printRecords prints the last n journal records, decoded.
-func printRecords(p *printer, entries []entry, n int) {
-	var recs []entry
-	hasSnap := false
-	for _, e := range entries {
-		if e.snapshot {
-			hasSnap = true
-		} else {
-			recs = append(recs, e)
-		}
-	}
-	if len(recs) > n {
-		recs = recs[len(recs)-n:]
-	}
-	if len(recs) == 0 {
+// printRecords prints the last journal records, decoded.
+func printRecords(p *printer, r replayed) {
+	recs := r.tail
+	switch {
+	case len(recs) == 0 && r.snapshot:
 		p.printf("\nNo journal record after the snapshot.\n")
+		return
+	case len(recs) == 0:
+		p.printf("\nNo journal record.\n")
 		return
 	}
 	what := plural(len(recs), "journal record")
 	if len(recs) == 1 {
 		what = "journal record"
 	}
-	if hasSnap {
+	if r.snapshot {
 		what += " after the snapshot"
 	}
 	p.printf("\nLast %s (each is one durable Save: the updates it merged):\n", what)
