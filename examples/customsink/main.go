@@ -269,7 +269,11 @@ func demo(ctx context.Context, o options, api kinesistest.API, out *printer) (re
 		prodWG.Go(func() { prod.run(prodCtx, 50*time.Millisecond) })
 	}
 	defer func() { stopProducer(); prodWG.Wait() }()
-	out.printf("\nLoading (stops after %v, or on Ctrl-C / SIGTERM):\n", o.duration)
+	if o.duration > 0 {
+		out.printf("\nLoading (stops after %v, or on Ctrl-C / SIGTERM):\n", o.duration)
+	} else {
+		out.printf("\nLoading (stops on Ctrl-C / SIGTERM):\n")
+	}
 
 	var timer <-chan time.Time
 	if o.duration > 0 {
