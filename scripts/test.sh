@@ -89,6 +89,8 @@ in_dir() {
 echo "test.sh: $(go version); node $(node --version 2>/dev/null || echo missing); npm $(npm --version 2>/dev/null || echo missing)"
 
 step "install emulators" bash scripts/install-emulators.sh
+# PostgreSQL programs for examples/postgres (its tests start their own server).
+step "install postgresql" bash scripts/postgres.sh
 step "gofmt -l" gofmt_clean
 
 # Every module: the root first, then sub-modules in a stable order.
