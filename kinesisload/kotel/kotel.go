@@ -77,7 +77,8 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // WithAttributes adds attributes to every measurement, for example to tell
-// apart two Loaders of one process that read the same stream. A key must
+// apart the Metrics of two Loaders of one process that read the same
+// stream. A key must
 // be valid and must not be one of this package's own (the Attr constants).
 // Default: none.
 func WithAttributes(kv ...attribute.KeyValue) Option {
@@ -156,9 +157,10 @@ var liveStates = [...]kinesisload.ShardState{
 
 // Metrics records the Loader's hook events as OpenTelemetry measurements.
 // It implements every kinesisload Hook interface: give it to
-// [kinesisload.WithHooks]. One Metrics may serve several Loaders (each
-// stream is told apart by [AttrStream]). Its methods are safe for
-// concurrent use.
+// [kinesisload.WithHooks]. One Metrics may serve Loaders of different
+// streams (told apart by [AttrStream]); Loaders of one stream need a
+// Metrics each, told apart by [WithAttributes], since the gauges keep one
+// value per stream and shard. Its methods are safe for concurrent use.
 type Metrics struct {
 	extra []attribute.KeyValue
 
