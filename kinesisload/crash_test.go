@@ -278,3 +278,24 @@ func TestCrashAtEveryJournalWrite(t *testing.T) {
 		})
 	}
 }
+
+// With a TransactionalSink the Sink's checkpoints are the truth: a Loader
+// whose journal was lost resumes exactly after the Sink's last record, and
+// neither resolves LATEST again nor starts over.
+func TestTransactionalSinkCheckpointsWithoutJournal(t *testing.T) {
+	s := newFakeStream(t, 1)
+	s.put(shard0, "a")
+	b := s.put(shard0, "b")
+	s.put(shard0, "c")
+	tx := &txSink{recorder: *newRecorder(), cps: map[string]scan.Position{shard0: scan.AfterSequence(b)}}
+	ih := newInitHook()
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: tx}, WithClient(s.f), WithStore(memStore(t, journal.NewMemory())), WithHooks(ih))
+	if e := ih.wait(t); e.Resolved != 0 || e.Reused != 1 {
+		t.Errorf("init resolved %d and reused %d, want 0 and 1 (the Sink's checkpoint)", e.Resolved, e.Reused)
+	}
+	tx.waitFor(t, "c")
+	r.stop(t)
+	if got := tx.delivered(); !slices.Equal(got, []string{"c"}) {
+		t.Errorf("delivered %q, want only c", got)
+	}
+}

@@ -111,8 +111,20 @@ func (t *topology) observe(shards []types.Shard) ([]ShardProgress, error) {
 				ErrLineage, t.stream, id, n.State, n.Position)
 		}
 	}
+	// A listed shard known only by a position (a TransactionalSink's
+	// checkpoint, with no journal behind it) gets its state decided too.
+	for id, n := range t.nodes {
+		if n.listed && (n.State == 0 || n.State == StateDiscovered) && !slices.Contains(fresh, id) {
+			fresh = append(fresh, id)
+		}
+	}
 	// Parents first, so a child's state can depend on its parents'.
-	slices.SortFunc(fresh, func(a, b string) int { return cmpDepth(t, a, b) })
+	slices.SortFunc(fresh, func(a, b string) int {
+		if d := cmpDepth(t, a, b); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
 	var updates []ShardProgress
 	for _, id := range fresh {
 		if !t.tracked(id) {
@@ -120,7 +132,9 @@ func (t *topology) observe(shards []types.Shard) ([]ShardProgress, error) {
 			continue
 		}
 		n := t.nodes[id]
-		n.Position = t.startOf(id)
+		if n.Position.Kind == 0 {
+			n.Position = t.startOf(id)
+		}
 		switch {
 		case n.Position.Kind == scan.KindLatest && n.closed:
 			// Nothing arrives in a closed shard after LATEST.
