@@ -25,7 +25,8 @@
 //	               directory, removed at exit)
 //	-records N     how many records to put (default 200)
 //	-shards N      how many shards the stream has (default 2)
-//	-timeout D     give up after D (default 30s)
+//	-timeout D     give up after D (default 30s; give real AWS a few
+//	               minutes, since creating a stream takes a while there)
 //
 // Run it twice with the same -dir and -dsn: the second run reuses both, and
 // still stores every record of its own stream exactly once.
