@@ -578,7 +578,9 @@ func TestRetryAfterLostCommit(t *testing.T) {
 
 // TestCheckpointsAfterSplit: after a split, the parent's checkpoint is
 // SHARD_END, stored by the batch that ends it: with its last records, or
-// empty when they were delivered before the split.
+// empty when they were delivered before the split. A Loader on a new
+// journal then resumes from the database alone and never reads the
+// parent again.
 func TestCheckpointsAfterSplit(t *testing.T) {
 	for _, when := range []string{"split before the load", "split after the parent was loaded"} {
 		t.Run(when, func(t *testing.T) {
@@ -620,6 +622,23 @@ func TestCheckpointsAfterSplit(t *testing.T) {
 			}
 			if empty := len(ends[0].Records) == 0; empty != (when != "split before the load") {
 				t.Errorf("the batch that ended %s had %d records", parent, len(ends[0].Records))
+			}
+
+			// The journal is lost: a Loader on a new one resumes from the
+			// database alone. The parent is complete and never read again;
+			// the children go on after their checkpoints.
+			sink2 := &testSink{Sink: NewSink(db)}
+			r2 := startLoader(t, f, testConfig(sink2, 2), newJournalStore(t, journal.NewMemory()))
+			for i, c := range children {
+				want = append(want, put(t, f, c, fmt.Sprintf("more%d", i), 2)...)
+			}
+			waitCount(t, db, r2, len(want))
+			r2.stop(t)
+			checkExactlyOnce(t, db, want)
+			for _, b := range sink2.log() {
+				if b.ShardID == parent {
+					t.Errorf("the completed parent %s was read again: batch ending at %v", parent, b.Checkpoint)
+				}
 			}
 
 		})
