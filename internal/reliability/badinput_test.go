@@ -439,6 +439,69 @@ func TestBadInput(t *testing.T) {
 		committedCovered(t, dir, stream, put, sink.lines())
 	})
 
+	// Throttling is retried without a bound while the Loader runs (it
+	// clears by itself); Close must still stop it promptly.
+	t.Run("throttled forever then closed", func(t *testing.T) {
+		const stream = "throttled"
+		createStream(ctx, t, api, stream, 2)
+		proxy := proxyFor(t, 3)
+		dir := t.TempDir()
+		sink := &memSink{}
+		r := runLoader(t, quick(stream, sink, dir), kinesisload.WithClient(newClient(t, proxy.URL())))
+		r.waitInit(t)
+		put := putN(ctx, t, api, stream, "t", 10)
+		sink.waitFor(t, r, put)
+		if err := proxy.SetAll(faultproxy.Rates{Throttle: 1}); err != nil {
+			t.Fatal(err)
+		}
+		for proxy.Total().Throttle < 6 {
+			select {
+			case err := <-r.done:
+				t.Fatalf("Run returned %v while throttled, want it to keep trying", err)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := r.l.Close(cctx); err != nil {
+			t.Fatalf("Close while throttled = %v, want nil within 10s", err)
+		}
+		if err := r.result(t, 5*time.Second); !errors.Is(err, kinesisload.ErrClosed) {
+			t.Errorf("Run = %v, want ErrClosed", err)
+		}
+		committedCovered(t, dir, stream, put, sink.lines())
+	})
+
+	// Every call outlives CallTimeout: the Loader gives up within its
+	// bounds, naming what failed, instead of hanging.
+	t.Run("Kinesis never answers", func(t *testing.T) {
+		const stream = "silent"
+		createStream(ctx, t, api, stream, 1)
+		proxy, err := faultproxy.New(faultproxy.Config{Upstream: emu.Endpoint, Seed: 4, MaxDelay: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = proxy.Close() })
+		dir := t.TempDir()
+		sink := &memSink{}
+		cfg := quick(stream, sink, dir)
+		cfg.CallTimeout = time.Second
+		r := runLoader(t, cfg, kinesisload.WithClient(newClient(t, proxy.URL())))
+		r.waitInit(t)
+		put := putN(ctx, t, api, stream, "n", 5)
+		sink.waitFor(t, r, put)
+		if err := proxy.SetAll(faultproxy.Rates{Delay: 1}); err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		err = r.result(t, 2*time.Minute)
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "stream "+stream) {
+			t.Fatalf("Run = %v, want a DeadlineExceeded naming stream %s", err, stream)
+		}
+		t.Logf("Run returned after %v: %v", time.Since(began).Round(time.Second), err)
+		committedCovered(t, dir, stream, put, sink.lines())
+	})
+
 	t.Run("record larger than the sink accepts", func(t *testing.T) {
 		const stream = "toolarge"
 		createStream(ctx, t, api, stream, 1)

@@ -338,7 +338,7 @@ func TestSIGKILLLoop(t *testing.T) {
 	}
 
 	tot := proxy.Total()
-	t.Logf("short form timings: total %v, kill loop %v (%d kills), drain %v", time.Since(began).Round(time.Millisecond), loopTook.Round(time.Millisecond), kills, drainTook.Round(time.Millisecond))
+	t.Logf("timings: total %v, kill loop %v (%d kills), drain %v", time.Since(began).Round(time.Millisecond), loopTook.Round(time.Millisecond), kills, drainTook.Round(time.Millisecond))
 	t.Logf("records: %d written after initialisation, %d lines delivered, %d duplicate deliveries of %d records", len(want), len(out), dups, dupRecords)
 	t.Logf("reshards: %v; shards at the end: %d", reshards, len(lineage))
 	withCommits := 0
