@@ -406,11 +406,43 @@ func TestBadInput(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), code) || !strings.Contains(err.Error(), "stream "+stream) {
 					t.Fatalf("Run = %v, want an error naming %s and stream %s", err, code, stream)
 				}
-				t.Logf("Run = %v", err)
-				if n := p.Total().Requests; n > 3 {
+				n := p.Total().Requests
+				t.Logf("%d requests; Run = %v", n, err)
+				if n > 3 {
 					t.Errorf("%d requests after a 403, want at most 3 (no retry storm)", n)
 				}
 			})
+		}
+	})
+
+	// The stream lists, but reading it is refused: the LATEST scan of
+	// initialisation fails without a storm and publishes nothing.
+	t.Run("credentials refused while resolving", func(t *testing.T) {
+		const stream = "refused-scan"
+		createStream(ctx, t, api, stream, 2)
+		putN(ctx, t, api, stream, "h", 4)
+		deny := faultproxy.Rates{Denied: 1}
+		p, err := faultproxy.New(faultproxy.Config{Upstream: emu.Endpoint, Ops: map[string]faultproxy.Rates{"GetShardIterator": deny, "GetRecords": deny}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		dir := t.TempDir()
+		r := runLoader(t, quick(stream, &memSink{}, dir), kinesisload.WithClient(newClient(t, p.URL())))
+		err = r.result(t, 30*time.Second)
+		if err == nil || !strings.Contains(err.Error(), "UnrecognizedClientException") || !strings.Contains(err.Error(), "stream "+stream) {
+			t.Fatalf("Run = %v, want an error naming UnrecognizedClientException and stream %s", err, stream)
+		}
+		c := p.Counts()
+		refused := c["GetShardIterator"].Requests + c["GetRecords"].Requests
+		t.Logf("%d refused requests; Run = %v", refused, err)
+		if refused > 4 {
+			t.Errorf("%d refused requests while resolving 2 shards, want at most 4 (no retry storm)", refused)
+		}
+		for id, pr := range committed(t, dir, stream) {
+			if pr.Position.Kind != scan.KindLatest && pr.Position.Kind != 0 {
+				t.Errorf("shard %s has position %v after a failed initialisation, want nothing resolved", id, pr.Position)
+			}
 		}
 	})
 
@@ -432,8 +464,9 @@ func TestBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "UnrecognizedClientException") || !strings.Contains(err.Error(), "shard shardId-") {
 			t.Fatalf("Run = %v, want an error naming UnrecognizedClientException and the shard", err)
 		}
-		t.Logf("Run = %v", err)
-		if n := proxy.Total().Requests - before; n > 10 {
+		n := proxy.Total().Requests - before
+		t.Logf("%d requests after the switch; Run = %v", n, err)
+		if n > 10 {
 			t.Errorf("%d requests after credentials were refused, want at most 10 (2 shards, a ListShards, no retry storm)", n)
 		}
 		committedCovered(t, dir, stream, put, sink.lines())
