@@ -80,8 +80,9 @@ func DefaultConfig() Config {
 }
 
 // Validate reports the first invalid field, by name and value. A zero
-// duration or count means its default (see [DefaultConfig]), so Validate is
-// also correct on a Config that did not start from DefaultConfig.
+// duration, StartPosition or RecordsPerCall means its default (see
+// [DefaultConfig]), so Validate is also correct on a Config that did not
+// start from DefaultConfig; SinkRetries 0 means no retry.
 func (c Config) Validate() error {
 	bad := func(field string, v any, why string) error {
 		return fmt.Errorf("%w: %s = %v: %s", ErrInvalidConfig, field, v, why)

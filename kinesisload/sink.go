@@ -76,6 +76,17 @@ func (f SinkFunc) Deliver(ctx context.Context, b Batch) error { return f(ctx, b)
 //
 // A TransactionalSink also receives the batch that ends a closed shard when
 // it holds no records, so that SHARD_END is stored.
+//
+// Deliver must be idempotent for a batch whose checkpoint it already stored:
+// when a call fails with an unknown outcome (the answer to a COMMIT was lost,
+// or ctx ended during it), the Loader delivers the same batch again. Check
+// the stored checkpoint in the transaction and do nothing when it already
+// equals b.Checkpoint.
+//
+// Because a shard's position never moves back, restoring the Sink's store
+// from an older backup does not make the Loader deliver again what the
+// journal has already passed: restore the journal directory from the same
+// moment, or start with an empty one (the Sink's checkpoints then decide).
 type TransactionalSink interface {
 	Sink
 	// Checkpoints returns the checkpoint last stored for every shard of
