@@ -24,26 +24,31 @@ emulator_dir="${TIDEMARK_EMULATOR_DIR:-$root/.cache/emulators}"
 TIDEMARK_TEST_RUN="$$-$(date +%s%N)"
 export TIDEMARK_TEST_RUN
 
-# kill_leftover_emulators kills node processes that run in this checkout's
-# emulator cache and carry this run's TIDEMARK_TEST_RUN: the emulators this
-# run's tests started, should one outlive its test. Emulators of another run
-# and anything else on the machine are left alone.
-kill_leftover_emulators() {
-	local dir p pid found=()
-	dir=$(cd "$emulator_dir" 2>/dev/null && pwd -P) || return 0
+# kill_leftovers kills what this run's tests started and should have
+# stopped: node processes running in this checkout's emulator cache, and
+# PostgreSQL servers (examples/postgres), each carrying this run's
+# TIDEMARK_TEST_RUN. Processes of another run, and anything else on the
+# machine, are left alone.
+kill_leftovers() {
+	local dir p pid comm found=()
+	dir=$(cd "$emulator_dir" 2>/dev/null && pwd -P) || dir=""
 	for p in /proc/[0-9]*; do
 		pid=${p#/proc/}
-		[[ "$(cat "$p/comm" 2>/dev/null)" == node ]] || continue
-		[[ "$(readlink "$p/cwd" 2>/dev/null)" == "$dir" ]] || continue
+		comm=$(cat "$p/comm" 2>/dev/null) || continue
+		case "$comm" in
+		node) [[ -n "$dir" && "$(readlink "$p/cwd" 2>/dev/null)" == "$dir" ]] || continue ;;
+		postgres) ;;
+		*) continue ;;
+		esac
 		tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "TIDEMARK_TEST_RUN=$TIDEMARK_TEST_RUN" || continue
 		found+=("$pid")
 	done
 	if ((${#found[@]})); then
-		echo "test.sh: killing leftover emulator processes: ${found[*]}" >&2
+		echo "test.sh: killing leftover test processes: ${found[*]}" >&2
 		kill -KILL "${found[@]}" 2>/dev/null || true
 	fi
 }
-trap kill_leftover_emulators EXIT
+trap kill_leftovers EXIT
 trap 'exit 130' INT TERM
 
 results=()
