@@ -209,8 +209,12 @@ func TestSIGKILLLoop(t *testing.T) {
 		t.Fatal("the producer wrote nothing")
 	}
 
-	// The last loader drains the stream.
+	// The last loader drains the stream. It must have initialised before
+	// it is stopped: SIGTERM before its handler is installed would kill it.
 	drainStart := time.Now()
+	if _, err := loader.waitInit(time.Minute); err != nil {
+		t.Fatalf("the last loader: %v", err)
+	}
 	var out []line
 	for {
 		if out, err = readOutput(cc.Out); err != nil {
