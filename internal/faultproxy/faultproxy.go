@@ -58,6 +58,8 @@ const (
 	// FaultThrottle answers 400 with a throttling error without forwarding.
 	FaultThrottle
 	// FaultTruncate cuts the upstream's body short, keeping Content-Length.
+	// An empty body cannot be cut: its connection is reset instead, and
+	// counted as a truncation.
 	FaultTruncate
 	// FaultDelay holds the request before forwarding it.
 	FaultDelay

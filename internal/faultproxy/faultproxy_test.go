@@ -171,7 +171,7 @@ func TestServerErrorIsRetryable(t *testing.T) {
 	if diff := cmp.Diff(map[int]bool{500: true, 503: true}, statuses); diff != "" {
 		t.Errorf("statuses over 20 requests (-want +got):\n%s", diff)
 	}
-	if got := p.Total(); got.ServerError != 20 || got.Requests != 20 {
+	if got := p.Total(); got.ServerError != 20 || got.Requests != 20 || got.Faults() != 20 {
 		t.Errorf("Total = %+v, want 20 requests, 20 server errors", got)
 	}
 }
