@@ -600,7 +600,7 @@ func makeDir(dir string) error {
 		return nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("journal: create directory: %w", err)
+		return fmt.Errorf("journal: create directory %s: %w", dir, err)
 	}
 	return syncDir(filepath.Dir(filepath.Clean(dir)))
 }

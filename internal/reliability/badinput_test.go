@@ -225,8 +225,8 @@ func TestBadConfigProcess(t *testing.T) {
 		{"StartPosition SHARD_END", func(c *childConfig) { c.StartPosition = "SHARD_END" }, exitBadConfig, "invalid config: StartPosition = SHARD_END"},
 		{"no Dir", func(c *childConfig) { c.Dir = "" }, exitBadConfig, `invalid config: Dir = ""`},
 		{"Dir is a file", func(c *childConfig) { c.Dir = file }, exitRunFailed, file},
-		// os.MkdirAll names the component that is not a directory.
-		{"Dir under a file", func(c *childConfig) { c.Dir = filepath.Join(file, "journal") }, exitRunFailed, "mkdir " + file + ": not a directory"},
+		// The error names the configured Dir and, from os.MkdirAll, the component that is not a directory.
+		{"Dir under a file", func(c *childConfig) { c.Dir = filepath.Join(file, "journal") }, exitRunFailed, "journal: create directory " + filepath.Join(file, "journal") + ": mkdir " + file + ": not a directory"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
