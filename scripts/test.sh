@@ -91,29 +91,36 @@ in_dir() {
 	(cd "$dir" && "$@")
 }
 
-echo "test.sh: $(go version); node $(node --version 2>/dev/null || echo missing); npm $(npm --version 2>/dev/null || echo missing)"
+# main is the run; bash reads a function whole before it runs it, so
+# editing this file during a run does not change that run.
+main() {
+	echo "test.sh: $(go version); node $(node --version 2>/dev/null || echo missing); npm $(npm --version 2>/dev/null || echo missing)"
 
-step "install emulators" bash scripts/install-emulators.sh
-# PostgreSQL programs for examples/postgres (its tests start their own server).
-step "install postgresql" bash scripts/postgres.sh
-step "gofmt -l" gofmt_clean
+	step "install emulators" bash scripts/install-emulators.sh
+	# PostgreSQL programs for examples/postgres (its tests start their own server).
+	step "install postgresql" bash scripts/postgres.sh
+	step "gofmt -l" gofmt_clean
 
-# Every module: the root first, then sub-modules in a stable order.
-mapfile -t modules < <(find . \( -name .git -o -name .cache -o -name node_modules -o -name testdata \) -prune -o -name go.mod -print |
-	sed 's|/go.mod$||' | LC_ALL=C sort)
-for mod in "${modules[@]}"; do
-	label=${mod#./}
-	[[ "$mod" == . ]] && label="root module"
-	step "go vet ($label)" in_dir "$mod" go vet ./...
-	step "staticcheck $staticcheck_version ($label)" in_dir "$mod" go run "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version" ./...
-	step "go test -race ($label)" in_dir "$mod" go test -race -count=1 -timeout=10m ./...
-done
+	# Every module: the root first, then sub-modules in a stable order.
+	local modules mod label
+	mapfile -t modules < <(find . \( -name .git -o -name .cache -o -name node_modules -o -name testdata \) -prune -o -name go.mod -print |
+		sed 's|/go.mod$||' | LC_ALL=C sort)
+	for mod in "${modules[@]}"; do
+		label=${mod#./}
+		[[ "$mod" == . ]] && label="root module"
+		step "go vet ($label)" in_dir "$mod" go vet ./...
+		step "staticcheck $staticcheck_version ($label)" in_dir "$mod" go run "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version" ./...
+		step "go test -race ($label)" in_dir "$mod" go test -race -count=1 -timeout=10m ./...
+	done
 
-echo
-echo "==> summary ($((SECONDS - start_all))s)"
-printf '  %s\n' "${results[@]}"
-if ((failed)); then
-	echo "test.sh: FAILED"
-	exit 1
-fi
-echo "test.sh: all passed"
+	echo
+	echo "==> summary ($((SECONDS - start_all))s)"
+	printf '  %s\n' "${results[@]}"
+	if ((failed)); then
+		echo "test.sh: FAILED"
+		exit 1
+	fi
+	echo "test.sh: all passed"
+}
+
+main "$@"
