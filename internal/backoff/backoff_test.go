@@ -247,6 +247,31 @@ func TestPacerHold(t *testing.T) {
 	}
 }
 
+// The hold counts from when the last call was let through: time the call
+// took (its latency) is part of the hold, not added to it.
+func TestPacerHoldCountsFromTheCall(t *testing.T) {
+	c := newFakeClock()
+	p := NewPacer(200*time.Millisecond, c)
+	ctx := context.Background()
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.advance(300 * time.Millisecond) // the call takes 300 ms
+	p.Hold(time.Second)
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.advance(300 * time.Millisecond)
+	p.Hold(100 * time.Millisecond) // already past: no wait beyond the interval
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Duration{0, 700 * time.Millisecond, 0}
+	if diff := cmp.Diff(want, c.takeSleeps()); diff != "" {
+		t.Errorf("sleeps (-want +got):\n%s", diff)
+	}
+}
+
 func TestPacerZeroIntervalNeverWaits(t *testing.T) {
 	c := newFakeClock()
 	p := NewPacer(-time.Second, c)

@@ -20,6 +20,7 @@ type Pacer struct {
 
 	mu   sync.Mutex
 	next time.Time // earliest time the next call may start; zero: now
+	last time.Time // when the last call was let through; zero: none yet
 }
 
 // NewPacer returns a pacer allowing one call per interval on clock. A nil
@@ -57,23 +58,32 @@ func (p *Pacer) Wait(ctx context.Context) error {
 	// A real sleep overruns a little: count the interval from the moment
 	// the call is actually let through.
 	p.mu.Lock()
-	if t := p.clock.Now().Add(p.interval); t.After(p.next) {
+	p.last = p.clock.Now()
+	if t := p.last.Add(p.interval); t.After(p.next) {
 		p.next = t
 	}
 	p.mu.Unlock()
 	return nil
 }
 
-// Hold makes the next call wait at least d from now, if that is later than
-// it would wait anyway: for instance the time a large read takes to
-// "refill" a bytes-per-second budget. A non-positive d does nothing.
+// Hold makes the next call start at least d after the last call was let
+// through (or d from now, before any call), if that is later than it would
+// start anyway: for instance the time a large read takes to "refill" a
+// bytes-per-second budget. The budget is spent when the service serves the
+// call, not when its answer arrives, so counting from the call keeps the
+// call's own latency from being lost on every cycle. A non-positive d does
+// nothing.
 func (p *Pacer) Hold(d time.Duration) {
 	if d <= 0 {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if t := p.clock.Now().Add(d); t.After(p.next) {
+	from := p.last
+	if from.IsZero() {
+		from = p.clock.Now()
+	}
+	if t := from.Add(d); t.After(p.next) {
 		p.next = t
 	}
 }
