@@ -133,4 +133,11 @@
 // reaches; a record that arrives after a probe at hi found nothing makes a
 // later probe find a record at or after hi, and the search stops bisecting
 // and reads from that record.
+//
+// An endpoint that never answers an AT_TIMESTAMP probe (kinesalite, when no
+// record arrived at or after the time, leaves the request open): when every
+// attempt of a probe times out, the shard is resolved by a full scan instead
+// and [Stats].FellBack is set. That is always correct, and costs the probe's
+// timeouts on top of the full scan; on such an endpoint, choose
+// [StrategyFullScan] with a short [Config.CallTimeout].
 package scan

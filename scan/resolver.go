@@ -76,6 +76,10 @@ type Stats struct {
 	// Probes counts the reads of the probe strategy before its final
 	// read: the head read and the existence probes.
 	Probes int
+	// FellBack is set when the probe strategy gave up on a shard because
+	// an AT_TIMESTAMP probe timed out on every attempt, and the shard was
+	// resolved by a full scan instead (see the package documentation).
+	FellBack bool
 	// Records and Bytes count what GetRecords returned: records, and
 	// their data plus partition key bytes.
 	Records int

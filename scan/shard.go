@@ -73,6 +73,13 @@ func (r *Resolver) resolveShard(ctx context.Context, req Request, shard string) 
 		pos, err = s.fullScan(ctx)
 	default:
 		pos, err = s.probeScan(ctx)
+		if err != nil && errors.Is(err, errProbeUnanswered) && ctx.Err() == nil {
+			// An endpoint that never answers an AT_TIMESTAMP probe
+			// (kinesalite past the last record) still has a tip: find it
+			// the slow way, which is always correct.
+			s.stats.FellBack = true
+			pos, err = s.fullScan(ctx)
+		}
 	}
 	if err != nil {
 		return ShardResult{}, err
@@ -202,8 +209,14 @@ func (s *shardScan) probe(ctx context.Context, start Position) (record, bool, er
 		// can be at or after a time that has not come yet.
 		return record{}, false, nil
 	}
+	if err != nil && start.Kind == KindAtTimestamp && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return record{}, false, fmt.Errorf("%w: %w", errProbeUnanswered, err)
+	}
 	return r, found, err
 }
+
+// errProbeUnanswered marks a probe whose every attempt timed out.
+var errProbeUnanswered = errors.New("AT_TIMESTAMP probe never answered")
 
 // readToTip reads the shard from start until the tip: a page with
 // MillisBehindLatest == 0 that is not full, or the end of a closed shard.
