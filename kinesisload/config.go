@@ -36,9 +36,12 @@ type Config struct {
 	Dir string
 	// StartPosition is where a shard with no stored progress starts when
 	// the Loader first runs on the stream. Default LATEST: resolved into
-	// the shard's tip and journaled before any record is read. Shards
-	// born later (children of a split or merge) always start at
-	// TRIM_HORIZON. SHARD_END is not allowed.
+	// the shard's tip and journaled before any record is read; a closed
+	// shard at LATEST is complete at once. A child whose parent is read
+	// (because the parent was open, or started before LATEST) starts at
+	// TRIM_HORIZON instead, so that its records follow its parent's
+	// without a gap; so do shards born later (children of a split or
+	// merge). SHARD_END is not allowed.
 	StartPosition scan.Position
 	// Shards optionally restricts loading to these shards, each with its
 	// own start position (zero Position means StartPosition). Children of

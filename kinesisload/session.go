@@ -102,9 +102,13 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 		for _, r := range results {
 			l.log.Debug("resolved", "shard", r.Shard, "position", r.Position, "calls", r.Stats.Calls, "bytes", r.Stats.Bytes)
 			t.nodes[r.Shard].Position = r.Position
+			// Every resolved position goes into the batch, also that of
+			// a shard whose LATEST was stored before (a new shard's update
+			// from observe carries it too; merge makes the pair one).
+			updates = append(updates, ShardProgress{ShardID: r.Shard, Position: r.Position})
 		}
 		for i, u := range updates {
-			if n := t.nodes[u.ShardID]; n != nil {
+			if n := t.nodes[u.ShardID]; n != nil && u.Position.Kind == scan.KindLatest {
 				updates[i].Position = n.Position
 			}
 		}
@@ -117,7 +121,7 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 		return nil, err
 	}
 	// From now on a new shard is born after the start: TRIM_HORIZON.
-	t.initial = false
+	t.initial, t.resolving = false, false
 	starts := map[string]scan.Position{}
 	reused := 0
 	for id, n := range t.nodes {
@@ -228,8 +232,13 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 				stop(d.err)
 			case d.completed && !stopping():
 				t.apply([]ShardProgress{{ShardID: d.id, State: StateCompleted, Position: scan.ShardEnd()}})
+				// A Pause or Close may cancel gctx during this save: that
+				// is a stop, not a failure (the next initialisation
+				// activates the children from the durable COMPLETED).
 				if err := s.save(gctx, t, t.activate()); err != nil {
-					stop(err)
+					if gctx.Err() == nil {
+						stop(err)
+					}
 					continue
 				}
 				start()

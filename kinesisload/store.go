@@ -56,6 +56,8 @@ type JournalStore struct {
 	applied  map[uint64]bool
 	lastSnap uint64
 	snapping bool // a snapshot is being written
+	inflight int  // Saves between Append and apply
+	stale    bool // an Append failed with an unknown outcome; resync
 }
 
 var _ PositionStore = (*JournalStore)(nil)
@@ -83,32 +85,43 @@ func NewJournalStore(ctx context.Context, j journal.Journal, snapshotEvery uint6
 	if snapshotEvery == 0 {
 		snapshotEvery = DefaultSnapshotEvery
 	}
-	s := &JournalStore{j: j, every: snapshotEvery, streams: map[string]map[string]ShardProgress{}, applied: map[uint64]bool{}}
-	err := j.Replay(ctx, func(e journal.Entry) error {
+	s := &JournalStore{j: j, every: snapshotEvery}
+	if err := s.replay(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// replay rebuilds the state from the journal, and replaces the store's
+// state only when it succeeds. Called with no Save in flight: at
+// construction, and by a resync under s.mu.
+func (s *JournalStore) replay(ctx context.Context) error {
+	fresh := &JournalStore{streams: map[string]map[string]ShardProgress{}}
+	err := s.j.Replay(ctx, func(e journal.Entry) error {
 		if e.Snapshot {
 			var snap storeSnapshot
 			if err := json.Unmarshal(e.Data, &snap); err != nil {
 				return fmt.Errorf("%w: snapshot at index %d: %v", ErrStoreCorrupt, e.Index, err)
 			}
-			s.streams = snap.Streams
-			if s.streams == nil {
-				s.streams = map[string]map[string]ShardProgress{}
+			if snap.Streams != nil {
+				fresh.streams = snap.Streams
 			}
-			s.lastSnap = e.Index
+			fresh.lastSnap = e.Index
 		} else {
 			var rec storeRecord
 			if err := json.Unmarshal(e.Data, &rec); err != nil {
 				return fmt.Errorf("%w: record %d: %v", ErrStoreCorrupt, e.Index, err)
 			}
-			s.apply(rec)
+			fresh.apply(rec)
 		}
-		s.done = e.Index
+		fresh.done = e.Index
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("kinesisload: replaying the journal: %w", err)
+		return fmt.Errorf("kinesisload: replaying the journal: %w", err)
 	}
-	return s, nil
+	s.streams, s.done, s.lastSnap, s.applied = fresh.streams, fresh.done, fresh.lastSnap, map[uint64]bool{}
+	return nil
 }
 
 func (s *JournalStore) apply(rec storeRecord) {
@@ -158,16 +171,31 @@ func (s *JournalStore) Save(ctx context.Context, stream string, updates []ShardP
 	if err != nil {
 		return fmt.Errorf("kinesisload: save to stream %s: %w", stream, err)
 	}
+	s.mu.Lock()
+	s.inflight++
+	s.mu.Unlock()
 	idx, err := s.j.Append(ctx, data)
+	s.mu.Lock()
+	s.inflight--
 	if err != nil {
+		// The outcome is unknown: the record may be durable under an
+		// index this store will never see acknowledged, which would hold
+		// every later snapshot back. Rebuild from the journal once no
+		// other Save is in flight.
+		s.stale = true
+		s.mu.Unlock()
 		return fmt.Errorf("kinesisload: save to stream %s: %w", stream, err)
 	}
-	s.mu.Lock()
 	s.apply(rec)
 	s.applied[idx] = true
 	for s.applied[s.done+1] {
 		delete(s.applied, s.done+1)
 		s.done++
+	}
+	if s.stale && s.inflight == 0 {
+		if rerr := s.replay(ctx); rerr == nil {
+			s.stale = false
+		} // else keep the state as it was, and try again at the next Save
 	}
 	var snap []byte
 	at := s.done

@@ -36,6 +36,10 @@ type topology struct {
 	// the first run on the stream, when every shard takes the start
 	// position. Later-born shards start at TRIM_HORIZON.
 	initial bool
+	// resolving is true until the initialisation batch is saved: shards
+	// seen until then may start at a configured position (even LATEST,
+	// which the batch resolves); shards seen later were born later.
+	resolving bool
 }
 
 func newTopology(stream string, start scan.Position, selected map[string]scan.Position, stored map[string]ShardProgress) *topology {
@@ -44,7 +48,7 @@ func newTopology(stream string, start scan.Position, selected map[string]scan.Po
 		p.ShardID = id
 		t.nodes[id] = &node{ShardProgress: p, saved: p.State}
 	}
-	t.initial = true
+	t.initial, t.resolving = true, true
 	for id := range t.nodes {
 		if t.tracked(id) {
 			t.initial = false
@@ -106,7 +110,10 @@ func (t *topology) observe(shards []types.Shard) ([]ShardProgress, error) {
 		n.closed = s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil
 	}
 	for id, n := range t.nodes {
-		if !n.listed && n.State != StateCompleted && n.State != 0 && t.tracked(id) {
+		// A shard known by a state, or only by a TransactionalSink's
+		// position, that is gone before it was completed.
+		known := n.State != 0 || n.Position.Kind != 0
+		if !n.listed && known && n.State != StateCompleted && n.Position.Kind != scan.KindShardEnd && t.tracked(id) {
 			return nil, fmt.Errorf("%w: stream %s: shard %s is no longer listed but was %s at %v: its unread records have expired",
 				ErrLineage, t.stream, id, n.State, n.Position)
 		}
@@ -166,18 +173,26 @@ func (t *topology) depth(id string, d int) int {
 	return best
 }
 
-// startOf is where a newly tracked shard starts.
+// startOf is where a newly tracked shard starts. Only a shard first seen
+// while initialising takes a configured start (its own from Config.Shards,
+// or StartPosition on the first run); a shard born later starts at
+// TRIM_HORIZON, where its parents' records end. So does a shard whose start
+// would be LATEST while a parent of it is still to be read: the child's
+// records must follow the parent's without a gap. An explicit LATEST for
+// the shard itself is the caller's choice and is kept.
 func (t *topology) startOf(id string) scan.Position {
-	if p, ok := t.selected[id]; ok {
-		if p.Kind != 0 {
-			return p
-		}
-		return t.start
+	p, selected := t.selected[id]
+	switch {
+	case !t.resolving:
+		return scan.TrimHorizon()
+	case p.Kind != 0:
+		return p
+	case !t.initial && !selected:
+		return scan.TrimHorizon()
+	case t.start.Kind == scan.KindLatest && !t.ready(id):
+		return scan.TrimHorizon()
 	}
-	if t.initial {
-		return t.start
-	}
-	return scan.TrimHorizon()
+	return t.start
 }
 
 // ready reports whether every tracked parent of id is COMPLETED. A parent
