@@ -46,7 +46,8 @@ type Config struct {
 	// Shards optionally restricts loading to these shards, each with its
 	// own start position (zero Position means StartPosition). Children of
 	// a selected shard are followed. Progress stored for shards no longer
-	// selected is kept, and ignored. Nil means every shard.
+	// selected is kept, and ignored. Nil means every shard; an empty map
+	// is refused, and so, by Run, is a shard the stream does not have.
 	Shards map[string]scan.Position
 	// ListShardsInterval is how often the Loader lists the shards to find
 	// new ones. Default 30 s. A ChildShards hint from GetRecords makes it
@@ -117,6 +118,9 @@ func (c Config) Validate() error {
 		if c.StartPosition.Kind == scan.KindShardEnd {
 			return bad("StartPosition", c.StartPosition, "SHARD_END is not a start")
 		}
+	}
+	if c.Shards != nil && len(c.Shards) == 0 {
+		return bad("Shards", "map[]", "an empty selection reads nothing; use nil for every shard")
 	}
 	for id, p := range c.Shards {
 		if id == "" {

@@ -1,6 +1,7 @@
 package kinesisload
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -32,6 +33,7 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 		{"bad start", func(c *Config) { c.StartPosition = scan.AfterSequence("12x") }, nil, `"12x" is not decimal digits`},
 		{"bad shard start", func(c *Config) { c.Shards = map[string]scan.Position{"shardId-7": scan.ShardEnd()} }, nil, "Shards[shardId-7] = SHARD_END"},
 		{"empty shard id", func(c *Config) { c.Shards = map[string]scan.Position{"": {}} }, nil, `Shards = "": empty shard ID`},
+		{"empty selection", func(c *Config) { c.Shards = map[string]scan.Position{} }, nil, "Shards = map[]: an empty selection reads nothing"},
 		{"nil option", func(c *Config) {}, []Option{nil}, "a nil Option"},
 		{"useless hook", func(c *Config) {}, []Option{WithHooks(42)}, "WithHooks argument 0 (int)"},
 	}
@@ -50,5 +52,17 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 	noDir.Dir = ""
 	if _, err := New(noDir, WithStore(memStore(t, journal.NewMemory()))); err != nil {
 		t.Errorf("New without Dir but WithStore = %v", err)
+	}
+}
+
+// Run refuses a selection that names a shard the stream does not have,
+// rather than reading nothing.
+func TestRunRefusesUnknownSelectedShard(t *testing.T) {
+	s := newFakeStream(t, 1)
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: newRecorder(), Shards: map[string]scan.Position{"shardId-000000000042": {}}},
+		WithClient(s.f), WithStore(memStore(t, journal.NewMemory())))
+	err := r.wait(t)
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Shards[shardId-000000000042]") {
+		t.Fatalf("Run = %v, want ErrInvalidConfig naming the shard", err)
 	}
 }

@@ -77,6 +77,11 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, id := range sortedKeys(l.cfg.Shards) {
+		if t.nodes[id] == nil {
+			return nil, fmt.Errorf("%w: Shards[%s]: stream %s has no such shard", ErrInvalidConfig, id, stream)
+		}
+	}
 	// A shard the sink completed may release its children.
 	t.apply(fromSink)
 	pending := t.unresolved()
