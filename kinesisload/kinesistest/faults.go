@@ -144,6 +144,23 @@ func (f *Fake) enter(ctx context.Context, op Op, stream string, shards ...string
 	return nil
 }
 
+// begin opens a call on a stream addressed by name or ARN: it runs the
+// call's entry ([Fake.enter]: context, faults) and then finds the stream
+// under f.mu. On success f.mu is held and the caller must unlock it; on
+// error it is not held.
+func (f *Fake) begin(ctx context.Context, op Op, name, arn *string, shards ...string) (*stream, error) {
+	if err := f.enter(ctx, op, f.requestStream(name, arn), shards...); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	st, err := f.lookupStream(name, arn)
+	if err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	return st, nil
+}
+
 func (e *faultEntry) matches(op Op, stream string, shards []string) bool {
 	ft := &e.fault
 	if ft.Op != op || (ft.Stream != "" && ft.Stream != stream) {

@@ -156,15 +156,11 @@ func (f *Fake) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, _ ..
 	if in == nil {
 		in = &kinesis.PutRecordsInput{}
 	}
-	if err := f.enter(ctx, OpPutRecords, f.requestStream(in.StreamName, in.StreamARN)); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, err := f.lookupStream(in.StreamName, in.StreamARN)
+	st, err := f.begin(ctx, OpPutRecords, in.StreamName, in.StreamARN)
 	if err != nil {
 		return nil, err
 	}
+	defer f.mu.Unlock()
 	if n := len(in.Records); n < 1 || n > maxPutRecordsCount {
 		return nil, errInvalidArgument("Records has %d entries; PutRecords takes 1 to %d", n, maxPutRecordsCount)
 	}

@@ -26,15 +26,11 @@ func (f *Fake) GetShardIterator(ctx context.Context, in *kinesis.GetShardIterato
 		in = &kinesis.GetShardIteratorInput{}
 	}
 	shardID := aws.ToString(in.ShardId)
-	if err := f.enter(ctx, OpGetShardIterator, f.requestStream(in.StreamName, in.StreamARN), shardID); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, err := f.lookupStream(in.StreamName, in.StreamARN)
+	st, err := f.begin(ctx, OpGetShardIterator, in.StreamName, in.StreamARN, shardID)
 	if err != nil {
 		return nil, err
 	}
+	defer f.mu.Unlock()
 	now := f.now()
 	s, err := f.lookupShard(st, shardID, now)
 	if err != nil {

@@ -205,15 +205,11 @@ func (f *Fake) SplitShard(ctx context.Context, in *kinesis.SplitShardInput, _ ..
 		in = &kinesis.SplitShardInput{}
 	}
 	shardID := aws.ToString(in.ShardToSplit)
-	if err := f.enter(ctx, OpSplitShard, f.requestStream(in.StreamName, in.StreamARN), shardID); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, err := f.lookupStream(in.StreamName, in.StreamARN)
+	st, err := f.begin(ctx, OpSplitShard, in.StreamName, in.StreamARN, shardID)
 	if err != nil {
 		return nil, err
 	}
+	defer f.mu.Unlock()
 	now := f.now()
 	s, err := f.lookupShard(st, shardID, now)
 	if err != nil {
@@ -245,15 +241,11 @@ func (f *Fake) MergeShards(ctx context.Context, in *kinesis.MergeShardsInput, _ 
 		in = &kinesis.MergeShardsInput{}
 	}
 	id, adjID := aws.ToString(in.ShardToMerge), aws.ToString(in.AdjacentShardToMerge)
-	if err := f.enter(ctx, OpMergeShards, f.requestStream(in.StreamName, in.StreamARN), id, adjID); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, err := f.lookupStream(in.StreamName, in.StreamARN)
+	st, err := f.begin(ctx, OpMergeShards, in.StreamName, in.StreamARN, id, adjID)
 	if err != nil {
 		return nil, err
 	}
+	defer f.mu.Unlock()
 	now := f.now()
 	s, err := f.lookupShard(st, id, now)
 	if err != nil {
@@ -301,15 +293,11 @@ func (f *Fake) UpdateShardCount(ctx context.Context, in *kinesis.UpdateShardCoun
 	if in == nil {
 		in = &kinesis.UpdateShardCountInput{}
 	}
-	if err := f.enter(ctx, OpUpdateShardCount, f.requestStream(in.StreamName, in.StreamARN)); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, err := f.lookupStream(in.StreamName, in.StreamARN)
+	st, err := f.begin(ctx, OpUpdateShardCount, in.StreamName, in.StreamARN)
 	if err != nil {
 		return nil, err
 	}
+	defer f.mu.Unlock()
 	if in.ScalingType != types.ScalingTypeUniformScaling {
 		return nil, errInvalidArgument("ScalingType %q is not UNIFORM_SCALING", in.ScalingType)
 	}

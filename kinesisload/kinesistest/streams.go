@@ -73,15 +73,11 @@ func (f *Fake) DeleteStream(ctx context.Context, in *kinesis.DeleteStreamInput, 
 	if in == nil {
 		in = &kinesis.DeleteStreamInput{}
 	}
-	if err := f.enter(ctx, OpDeleteStream, f.requestStream(in.StreamName, in.StreamARN)); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, err := f.lookupStream(in.StreamName, in.StreamARN)
+	st, err := f.begin(ctx, OpDeleteStream, in.StreamName, in.StreamARN)
 	if err != nil {
 		return nil, err
 	}
+	defer f.mu.Unlock()
 	delete(f.streams, st.name)
 	delete(f.byID, st.id)
 	return &kinesis.DeleteStreamOutput{}, nil
@@ -93,15 +89,11 @@ func (f *Fake) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeSt
 	if in == nil {
 		in = &kinesis.DescribeStreamSummaryInput{}
 	}
-	if err := f.enter(ctx, OpDescribeStreamSummary, f.requestStream(in.StreamName, in.StreamARN)); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, err := f.lookupStream(in.StreamName, in.StreamARN)
+	st, err := f.begin(ctx, OpDescribeStreamSummary, in.StreamName, in.StreamARN)
 	if err != nil {
 		return nil, err
 	}
+	defer f.mu.Unlock()
 	return &kinesis.DescribeStreamSummaryOutput{
 		StreamDescriptionSummary: &types.StreamDescriptionSummary{
 			StreamName:              aws.String(st.name),
