@@ -1,6 +1,7 @@
 package kinesisload
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/tidemark/tidemark/scan"
@@ -151,48 +152,35 @@ type hooks struct {
 	fetched   []HookFetched
 }
 
-func newHooks(hs []Hook) (hooks, int) {
+// newHooks sorts hs by the interfaces each implements. It refuses a value
+// that implements none, naming its place among the arguments.
+func newHooks(hs []Hook) (hooks, error) {
 	var h hooks
-	used := 0
-	for _, x := range hs {
+	for i, x := range hs {
 		n := 0
-		if v, ok := x.(HookBatchDelivered); ok {
-			h.delivered = append(h.delivered, v)
-			n++
-		}
-		if v, ok := x.(HookShardState); ok {
-			h.state = append(h.state, v)
-			n++
-		}
-		if v, ok := x.(HookInitResolved); ok {
-			h.init = append(h.init, v)
-			n++
-		}
-		if v, ok := x.(HookThrottled); ok {
-			h.throttled = append(h.throttled, v)
-			n++
-		}
-		if v, ok := x.(HookRetry); ok {
-			h.retry = append(h.retry, v)
-			n++
-		}
-		if v, ok := x.(HookIteratorRenewed); ok {
-			h.renewed = append(h.renewed, v)
-			n++
-		}
-		if v, ok := x.(HookInitProgress); ok {
-			h.progress = append(h.progress, v)
-			n++
-		}
-		if v, ok := x.(HookFetched); ok {
-			h.fetched = append(h.fetched, v)
-			n++
-		}
-		if n > 0 {
-			used++
+		n += addHook(&h.delivered, x)
+		n += addHook(&h.state, x)
+		n += addHook(&h.init, x)
+		n += addHook(&h.throttled, x)
+		n += addHook(&h.retry, x)
+		n += addHook(&h.renewed, x)
+		n += addHook(&h.progress, x)
+		n += addHook(&h.fetched, x)
+		if n == 0 {
+			return hooks{}, fmt.Errorf("%w: WithHooks argument %d (%T) implements no Hook interface", ErrInvalidConfig, i, x)
 		}
 	}
-	return h, used
+	return h, nil
+}
+
+// addHook appends x to list if x implements H, and reports 1 if it did.
+func addHook[H any](list *[]H, x Hook) int {
+	v, ok := x.(H)
+	if !ok {
+		return 0
+	}
+	*list = append(*list, v)
+	return 1
 }
 
 func (h *hooks) onDelivered(e BatchDelivered) {

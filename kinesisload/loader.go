@@ -67,10 +67,9 @@ func New(cfg Config, opts ...Option) (*Loader, error) {
 	if o.store == nil && cfg.Dir == "" {
 		return nil, fmt.Errorf("%w: Dir = \"\": a journal directory is required unless WithStore is given", ErrInvalidConfig)
 	}
-	for i, h := range o.hooks {
-		if _, n := newHooks([]Hook{h}); n == 0 {
-			return nil, fmt.Errorf("%w: WithHooks argument %d (%T) implements no Hook interface", ErrInvalidConfig, i, h)
-		}
+	hs, err := newHooks(o.hooks)
+	if err != nil {
+		return nil, err
 	}
 	if o.logger == nil {
 		o.logger = slog.Default()
@@ -82,7 +81,7 @@ func New(cfg Config, opts ...Option) (*Loader, error) {
 		wake: make(chan struct{}),
 		done: make(chan struct{}),
 	}
-	l.hooks, _ = newHooks(o.hooks)
+	l.hooks = hs
 	l.tx, _ = cfg.Sink.(TransactionalSink)
 	return l, nil
 }
