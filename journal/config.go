@@ -1,6 +1,9 @@
 package journal
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Defaults of [Config], as [DefaultConfig] sets them.
 const (
@@ -39,6 +42,10 @@ type Config struct {
 	// there and is returned, as a crash at that point would stop it. It
 	// is called from the goroutine doing the step and may block it.
 	afterStep func(step string) error
+
+	// now, when set (by tests only), replaces time.Now for the write
+	// times in batch headers.
+	now func() time.Time
 }
 
 // DefaultConfig returns the default configuration: SegmentSize

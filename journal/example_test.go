@@ -108,11 +108,13 @@ func ExampleRepair() {
 	}
 	j.Close()
 
-	// Damage the data of record 2: its frame starts at offset 32 (an
-	// 8-byte magic, then record 1's 24-byte frame); its data at 32+20.
+	// Damage the data of record 2: each Append was a batch of its own (a
+	// 40-byte header, then the frame), so after the 8-byte magic and
+	// record 1's 64-byte batch, record 2's frame starts at 72+40 and its
+	// data 20 bytes later.
 	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
 	b, _ := os.ReadFile(segs[0])
-	b[52] ^= 0xff
+	b[132] ^= 0xff
 	os.WriteFile(segs[0], b, 0o600)
 
 	_, err = journal.Open(dir, journal.DefaultConfig())
@@ -138,7 +140,7 @@ func ExampleRepair() {
 		return nil
 	})
 	// Output:
-	// Open: 0000000000000000-0000000000000001.seg at offset 32: CRC-32C mismatch: stored 0x6a292ede, computed 0x5e345502
-	// Repair: cut 0000000000000000-0000000000000001.seg at 32, 56 bytes
+	// Open: 0000000000000000-0000000000000001.seg at offset 112: record 2: CRC-32C mismatch: stored 0x6a292ede, computed 0x5e345502
+	// Repair: cut 0000000000000000-0000000000000001.seg at 72, 136 bytes
 	// record 1: one
 }

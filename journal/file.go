@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // maxBatchBytes bounds how many bytes of frames the writer gathers into
@@ -46,6 +47,11 @@ type FileJournal struct {
 	activeSize int64
 	buf        []byte
 
+	rec      Recovery // what Open found; read-only after Open
+	readOnly bool     // opened by OpenReadOnly: no writer, no active segment
+	markLast uint64   // the repair mark's LastIndex while the mark exists; guarded by snapMu
+	marked   bool     // a repair mark exists; guarded by snapMu
+
 	fsyncs atomic.Int64 // number of segment fsyncs, for benchmarks
 }
 
@@ -53,26 +59,46 @@ var _ Journal = (*FileJournal)(nil)
 
 // appendReq is one Append call handed to the writer goroutine.
 type appendReq struct {
-	frames []byte // encoded frames, index 0, CRC field holding the data's CRC
+	frames   []byte // encoded frames, index 0, CRC field holding the data's CRC
+	whole    []byte // room for a batch header, then frames: the batch of this call alone
 	last   uint64 // set by the writer
 	err    error  // set by the writer
 	done   chan struct{}
 }
 
-// Open opens the file journal in dir, creating dir (mode 0700) and an empty
-// journal if needed, and locks the directory until Close. It checks every
-// file: a torn tail of the newest segment is truncated; any other damage
-// returns a [*CorruptError] (wrapping [ErrCorrupt]) and changes nothing.
-// A directory that is already open, in this process or another, returns
-// an error wrapping [ErrLocked]. cfg is validated first.
+// Open opens the file journal in dir, creating dir (mode 0700, and any
+// missing parent) and an empty journal if needed, and locks the directory
+// until Close. It checks every file: a torn tail of the newest segment (the
+// last write of a crash, see the package doc) is truncated and reported by
+// [FileJournal.Recovery]; any other damage returns a [*CorruptError]
+// (wrapping [ErrCorrupt]). Open then makes what it read durable and starts
+// a new segment, so that nothing is ever appended after bytes whose
+// durability is unknown. A failed Open leaves an existing directory as it
+// was, and removes a directory it created. A directory that is already
+// open, in this process or another, returns an error wrapping [ErrLocked].
+// cfg is validated first.
 func Open(dir string, cfg Config) (*FileJournal, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := makeDir(dir); err != nil {
+	created, err := makeDir(dir)
+	if err != nil {
 		return nil, err
 	}
-	lock, err := lockDir(dir)
+	j, err := openLocked(dir, cfg)
+	if err != nil {
+		if created != "" {
+			os.RemoveAll(created)
+		}
+		return nil, err
+	}
+	go j.writer()
+	return j, nil
+}
+
+// openLocked locks dir, loads it and prepares it for appends.
+func openLocked(dir string, cfg Config) (*FileJournal, error) {
+	lock, err := lockDir(dir, true)
 	if err != nil {
 		return nil, err
 	}
@@ -81,48 +107,20 @@ func Open(dir string, cfg Config) (*FileJournal, error) {
 		unlockDir(lock)
 		return nil, err
 	}
-	go j.writer()
 	return j, nil
 }
 
 func open(dir string, cfg Config, lock *os.File) (*FileJournal, error) {
-	st, dmg, err := load(dir, cfg.MaxRecordSize)
+	st, dmg, err := load(dir)
 	if err != nil {
 		return nil, err
 	}
 	if dmg != nil {
 		return nil, dmg.err
 	}
-	// The directory is sound: finish what a crash interrupted.
-	changed := false
-	if st.torn {
-		seg := st.segs[len(st.segs)-1]
-		if err := truncateFile(seg.path, seg.size); err != nil {
-			return nil, err
-		}
-	}
-	for _, p := range st.temps {
-		if err := os.Remove(p); err != nil {
-			return nil, fmt.Errorf("journal: remove temporary file: %w", err)
-		}
-		changed = true
-	}
-	for _, p := range st.oldSnaps {
-		if err := os.Remove(p); err != nil {
-			return nil, fmt.Errorf("journal: remove old snapshot: %w", err)
-		}
-		changed = true
-	}
-	for _, s := range st.segs[:st.covered] {
-		if err := os.Remove(s.path); err != nil {
-			return nil, fmt.Errorf("journal: remove compacted segment: %w", err)
-		}
-		changed = true
-	}
-	if changed {
-		if err := syncDir(dir); err != nil {
-			return nil, err
-		}
+	mark, err := readRepairMark(dir)
+	if err != nil {
+		return nil, err
 	}
 	j := &FileJournal{
 		dir:  dir,
@@ -133,13 +131,41 @@ func open(dir string, cfg Config, lock *os.File) (*FileJournal, error) {
 		segs: st.segs[st.covered:],
 		snap: st.snap,
 		last: st.last(),
+		rec:  Recovery{Repaired: mark},
 	}
-	if len(j.segs) == 0 {
-		seg, err := createSegment(dir, fileName{kind: kindSegment, seq: 0, index: j.last + 1})
+	if mark != nil {
+		j.marked, j.markLast = true, mark.LastIndex
+	}
+	// The directory is sound: finish what a crash interrupted.
+	if st.torn {
+		seg := &st.segs[len(st.segs)-1]
+		j.rec.Torn = &TornTail{File: seg.path, Offset: seg.size, Bytes: seg.fileSize - seg.size, Reason: st.tornWhy}
+		if err := truncateFile(seg.path, seg.size); err != nil {
+			return nil, err
+		}
+	}
+	if err := removeLeftovers(dir, st); err != nil {
+		return nil, err
+	}
+	// Start a new segment unless the newest is an empty one of this
+	// format. The newest segment may hold bytes that a failed fsync of an
+	// earlier process left only in the page cache: sync them first, and
+	// never append after them.
+	if n := len(j.segs); n == 0 || j.segs[n-1].v1 || j.segs[n-1].size > int64(len(segmentMagic)) {
+		seq := uint64(0)
+		if n > 0 {
+			if err := syncFile(j.segs[n-1].path); err != nil {
+				return nil, err
+			}
+			seq = j.segs[n-1].name.seq + 1
+		} else if len(st.segs) > 0 {
+			seq = st.segs[len(st.segs)-1].name.seq + 1
+		}
+		seg, err := createSegment(dir, fileName{kind: kindSegment, seq: seq, index: j.last + 1})
 		if err != nil {
 			return nil, err
 		}
-		j.segs = []segment{seg}
+		j.segs = append(j.segs, seg)
 	}
 	cur := j.segs[len(j.segs)-1]
 	f, err := os.OpenFile(cur.path, os.O_WRONLY|os.O_APPEND, 0)
@@ -150,12 +176,90 @@ func open(dir string, cfg Config, lock *os.File) (*FileJournal, error) {
 	return j, nil
 }
 
+// removeLeftovers removes what interrupted writes and compactions left:
+// temporary files, older snapshots and segments the snapshot covers.
+func removeLeftovers(dir string, st *dirState) error {
+	changed := false
+	for _, p := range st.temps {
+		if err := os.Remove(p); err != nil {
+			return fmt.Errorf("journal: remove temporary file: %w", err)
+		}
+		changed = true
+	}
+	for _, p := range st.oldSnaps {
+		if err := os.Remove(p); err != nil {
+			return fmt.Errorf("journal: remove old snapshot: %w", err)
+		}
+		changed = true
+	}
+	for _, s := range st.segs[:st.covered] {
+		if err := os.Remove(s.path); err != nil {
+			return fmt.Errorf("journal: remove compacted segment: %w", err)
+		}
+		changed = true
+	}
+	if changed {
+		return syncDir(dir)
+	}
+	return nil
+}
+
+// OpenReadOnly opens the file journal in dir for reading: [Journal.Replay]
+// works, Append and Snapshot return [ErrReadOnly]. It changes nothing in
+// dir, so it works on a read-only path: a torn tail is left in place (and
+// not replayed) and reported by [FileJournal.Recovery], and nothing is
+// created. It takes a shared lock on dir, so it fails with [ErrLocked]
+// while a writer has the journal open; readers do not exclude each other.
+// Damage is reported as by [Open].
+func OpenReadOnly(dir string) (*FileJournal, error) {
+	lock, err := lockDir(dir, false)
+	if err != nil {
+		return nil, err
+	}
+	st, dmg, err := load(dir)
+	if err == nil && dmg != nil {
+		err = dmg.err
+	}
+	var mark *RepairMark
+	if err == nil {
+		mark, err = readRepairMark(dir)
+	}
+	if err != nil {
+		unlockDir(lock)
+		return nil, err
+	}
+	j := &FileJournal{
+		dir:      dir,
+		cfg:      DefaultConfig(),
+		lock:     lock,
+		done:     make(chan struct{}),
+		segs:     st.segs[st.covered:],
+		snap:     st.snap,
+		last:     st.last(),
+		rec:      Recovery{Repaired: mark},
+		readOnly: true,
+	}
+	if st.torn {
+		seg := st.segs[len(st.segs)-1]
+		j.rec.Torn = &TornTail{File: seg.path, Offset: seg.size, Bytes: seg.fileSize - seg.size, Reason: st.tornWhy}
+	}
+	close(j.done)
+	return j, nil
+}
+
+// Recovery returns what Open found and did to the directory: the torn
+// tail it truncated, and the mark a [Repair] left. It does not change.
+func (j *FileJournal) Recovery() Recovery { return j.rec }
+
 // Append implements [Journal.Append]. Concurrent calls share one write and
 // one fsync: the writer goroutine takes every call waiting when it starts
 // a batch.
 func (j *FileJournal) Append(ctx context.Context, recs ...[]byte) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
+	}
+	if j.readOnly {
+		return 0, ErrReadOnly
 	}
 	if len(recs) == 0 {
 		j.gate.RLock()
@@ -177,14 +281,16 @@ func (j *FileJournal) Append(ctx context.Context, recs ...[]byte) (uint64, error
 		size += int(frameSize(len(r)))
 	}
 	// Encode here, in the caller's goroutine, so that the writer only
-	// fills in indexes and Append never retains recs.
-	frames := make([]byte, 0, size)
+	// fills in indexes and Append never retains recs. The batch header's
+	// room comes first, for a batch of this call alone.
+	buf := make([]byte, batchHeaderSize, batchHeaderSize+size)
+	frames := buf[batchHeaderSize:]
 	for _, r := range recs {
 		off := len(frames)
 		frames = appendFrame(frames, 0, r)
 		binary.LittleEndian.PutUint32(frames[off+wordSize:], crc32.Checksum(r, crcTable))
 	}
-	req := &appendReq{frames: frames, done: make(chan struct{})}
+	req := &appendReq{frames: frames, whole: buf[:batchHeaderSize+len(frames)], done: make(chan struct{})}
 
 	j.gate.RLock()
 	if j.closed {
@@ -258,9 +364,9 @@ func (j *FileJournal) commit(batch []*appendReq) {
 	}
 	var out []byte
 	if len(batch) == 1 {
-		out = batch[0].frames
+		out = batch[0].whole
 	} else {
-		out = j.buf[:0]
+		out = append(j.buf[:0], make([]byte, batchHeaderSize)...)
 	}
 	index := next
 	for _, r := range batch {
@@ -281,6 +387,15 @@ func (j *FileJournal) commit(batch []*appendReq) {
 	if len(batch) > 1 && cap(out) <= maxBatchBytes*2 {
 		j.buf = out
 	}
+	payload := out[batchHeaderSize:]
+	putBatchHeader(out, batchHeader{
+		payloadLen:  int64(len(payload)),
+		first:       next,
+		count:       uint32(index - next),
+		payloadCRC:  crc32.Checksum(payload, crcTable),
+		unixNano:    j.now().UnixNano(),
+		zeroSectors: zeroSectorsAt(payload, j.activeSize+batchHeaderSize),
+	})
 	err := writeAll(j.active, out)
 	if err == nil {
 		err = fdatasync(j.active)
@@ -306,6 +421,14 @@ func (j *FileJournal) commit(batch []*appendReq) {
 	for _, r := range batch {
 		close(r.done)
 	}
+}
+
+// now returns the time written into batch headers.
+func (j *FileJournal) now() time.Time {
+	if j.cfg.now != nil {
+		return j.cfg.now()
+	}
+	return time.Now()
 }
 
 // fail records the first write failure and returns the error that appends
@@ -432,16 +555,16 @@ func (j *FileJournal) Replay(ctx context.Context, fn func(Entry) error) error {
 	}
 	want := uint64(0)
 	for _, s := range segs {
-		fr := &frameReader{r: bufio.NewReaderSize(s.f, 64<<10), off: int64(len(segmentMagic)), size: s.size}
-		if _, err := s.f.Seek(fr.off, io.SeekStart); err != nil {
-			return fmt.Errorf("journal: read segment %s: %w", s.path, err)
+		rr, err := newRecordReader(s.f, s.size, s.v1)
+		if err != nil {
+			return err
 		}
 		if want == 0 {
 			want = s.name.index
 		}
 		for {
-			off := fr.off
-			index, data, err := fr.next()
+			off := rr.offset()
+			index, data, err := rr.next()
 			if err == io.EOF {
 				break
 			}
@@ -491,6 +614,9 @@ func (j *FileJournal) Snapshot(ctx context.Context, index uint64, state []byte) 
 	defer j.gate.RUnlock()
 	if j.closed {
 		return ErrClosed
+	}
+	if j.readOnly {
+		return ErrReadOnly
 	}
 	j.snapMu.Lock()
 	defer j.snapMu.Unlock()
@@ -571,6 +697,13 @@ func (j *FileJournal) Snapshot(ctx context.Context, index uint64, state []byte) 
 			return err
 		}
 	}
+	if j.marked && index > j.markLast {
+		// The caller saved a state built on the repaired journal.
+		if err := removeRepairMark(j.dir); err != nil {
+			return err
+		}
+		j.marked = false
+	}
 	return nil
 }
 
@@ -583,26 +716,69 @@ func (j *FileJournal) Close() error {
 		return ErrClosed
 	}
 	j.closed = true
-	close(j.reqs)
+	if !j.readOnly {
+		close(j.reqs)
+	}
 	j.gate.Unlock()
 	<-j.done
-	err := j.active.Close()
-	if err != nil {
-		err = fmt.Errorf("journal: close segment: %w", err)
+	var err error
+	if j.active != nil {
+		if err = j.active.Close(); err != nil {
+			err = fmt.Errorf("journal: close segment: %w", err)
+		}
 	}
 	return errors.Join(err, unlockDir(j.lock))
 }
 
-// makeDir creates dir (mode 0700) if it does not exist, and syncs its
-// parent so that the new directory itself is durable.
-func makeDir(dir string) error {
-	if _, err := os.Stat(dir); err == nil {
-		return nil
+// makeDir creates dir (mode 0700) and any missing parent, and syncs the
+// parent of every directory it created, so that each is durable. It
+// returns the topmost directory it created ("" when dir existed), for a
+// failed Open to remove.
+func makeDir(dir string) (created string, err error) {
+	dir = filepath.Clean(dir)
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return "", fmt.Errorf("journal: %s is not a directory", dir)
+		}
+		return "", nil
+	}
+	var missing []string // dir first, then its missing parents
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("journal: create directory %s: %w", dir, err)
+		return "", fmt.Errorf("journal: create directory %s: %w", dir, err)
 	}
-	return syncDir(filepath.Dir(filepath.Clean(dir)))
+	created = missing[len(missing)-1]
+	for _, d := range missing {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			os.RemoveAll(created)
+			return "", err
+		}
+	}
+	return created, nil
+}
+
+// syncFile fsyncs the file at path.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("journal: open %s: %w", path, err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("journal: sync %s: %w", path, err)
+	}
+	return nil
 }
 
 // createSegment creates an empty segment file durably.

@@ -73,24 +73,40 @@ func fileNames(t *testing.T, dir string) []string {
 	return out
 }
 
-// frameOffsets returns the start offset of every frame of a segment file,
-// and the file's size.
+// frameOffsets returns the start offset of every frame of a segment file
+// (the batch headers skipped), and the file's size.
 func frameOffsets(t *testing.T, path string) ([]int64, int64) {
+	t.Helper()
+	offs, _, size := layout(t, path)
+	return offs, size
+}
+
+// layout returns the offsets of every frame and of every batch header of a
+// segment file, and the file's size.
+func layout(t *testing.T, path string) (frames, batches []int64, size int64) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var offs []int64
-	for off := len(segmentMagic); off < len(b); {
-		_, _, n, ferr := decodeFrame(b[off:])
-		if ferr != nil {
-			t.Fatalf("%s at %d: %v", path, off, ferr)
+	for off := int64(len(segmentMagic)); off < int64(len(b)); {
+		h, err := parseBatchHeader(b[off:])
+		if err != nil {
+			t.Fatalf("%s at %d: %v", path, off, err)
 		}
-		offs = append(offs, int64(off))
-		off += n
+		batches = append(batches, off)
+		end := off + batchHeaderSize + h.payloadLen
+		for p := off + batchHeaderSize; p < end; {
+			_, _, n, ferr := decodeFrame(b[p:end])
+			if ferr != nil {
+				t.Fatalf("%s at %d: %v", path, p, ferr)
+			}
+			frames = append(frames, p)
+			p += int64(n)
+		}
+		off = end
 	}
-	return offs, int64(len(b))
+	return frames, batches, int64(len(b))
 }
 
 // dirContents returns every file's bytes, to check that nothing changed.
@@ -284,7 +300,7 @@ func TestTornTailEveryOffset(t *testing.T) {
 	if len(segs) != 1 {
 		t.Fatalf("%d segments, want 1", len(segs))
 	}
-	offs, size := frameOffsets(t, segs[0])
+	_, offs, size := layout(t, segs[0]) // one batch per record
 	name := filepath.Base(segs[0])
 	pristine := dirContents(t, src)
 	for cut := offs[4]; cut <= size; cut++ {
@@ -302,7 +318,7 @@ func TestTornTailEveryOffset(t *testing.T) {
 			want, wantSize = records(1, 5), size
 		}
 		if diff := cmp.Diff(want, reopen(t, dir, DefaultConfig())); diff != "" {
-			t.Fatalf("cut at %d (last frame %d..%d): Replay (-want +got):\n%s", cut, offs[4], size, diff)
+			t.Fatalf("cut at %d (last batch %d..%d): Replay (-want +got):\n%s", cut, offs[4], size, diff)
 		}
 		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Size() != wantSize {
 			t.Fatalf("cut at %d: segment size after Open = %v (%v), want %d", cut, fi.Size(), err, wantSize)
@@ -310,25 +326,29 @@ func TestTornTailEveryOffset(t *testing.T) {
 	}
 }
 
+// TestZeroedSector zeroes a 512-byte sector: at the end of the file that
+// is what a crash can leave of the last write (the batch that holds the
+// sector's start is cut, and every batch after it); in the middle it is
+// damage, reported at the first header or frame it touches.
 func TestZeroedSector(t *testing.T) {
 	src := t.TempDir()
 	build(t, src, DefaultConfig(), 60)
 	seg := segmentPaths(t, src)[0]
 	name := filepath.Base(seg)
-	offs, size := frameOffsets(t, seg)
-	// firstEndingAfter returns the position of the first frame that ends
+	frames, batches, size := layout(t, seg) // one batch per record
+	// firstEndingAfter returns the position of the first batch that ends
 	// after off.
 	firstEndingAfter := func(off int64) int {
-		for i := range offs {
+		for i := range batches {
 			end := size
-			if i+1 < len(offs) {
-				end = offs[i+1]
+			if i+1 < len(batches) {
+				end = batches[i+1]
 			}
 			if end > off {
 				return i
 			}
 		}
-		t.Fatalf("no frame ends after %d", off)
+		t.Fatalf("no batch ends after %d", off)
 		return 0
 	}
 	zero := func(t *testing.T, from, to int64) string {
@@ -347,22 +367,27 @@ func TestZeroedSector(t *testing.T) {
 	t.Run("last sector", func(t *testing.T) {
 		start := (size - 1) / sectorSize * sectorSize
 		dir := zero(t, start, size)
-		i := firstEndingAfter(start) // frames 0..i-1 survive
+		i := firstEndingAfter(start) // batches 0..i-1 survive
 		if diff := cmp.Diff(records(1, i), reopen(t, dir, DefaultConfig())); diff != "" {
 			t.Errorf("zeroed %d..%d: Replay (-want +got):\n%s", start, size, diff)
 		}
-		if fi, _ := os.Stat(filepath.Join(dir, name)); fi.Size() != offs[i] {
-			t.Errorf("segment size after Open = %d, want %d", fi.Size(), offs[i])
+		if fi, _ := os.Stat(filepath.Join(dir, name)); fi.Size() != batches[i] {
+			t.Errorf("segment size after Open = %d, want %d", fi.Size(), batches[i])
 		}
 	})
 	t.Run("middle sector", func(t *testing.T) {
 		start := int64(sectorSize)
 		dir := zero(t, start, start+sectorSize)
 		before := dirContents(t, dir)
+		i := firstEndingAfter(start)
+		want := batches[i] // the header, when the zeroes reach it
+		if start >= batches[i]+batchHeaderSize {
+			want = frames[i]
+		}
 		_, err := Open(dir, DefaultConfig())
 		var ce *CorruptError
-		if !errors.As(err, &ce) || ce.File != filepath.Join(dir, name) || ce.Offset != offs[firstEndingAfter(start)] {
-			t.Fatalf("Open: err = %v, want a *CorruptError in %s at offset %d", err, name, offs[firstEndingAfter(start)])
+		if !errors.As(err, &ce) || ce.File != filepath.Join(dir, name) || ce.Offset != want {
+			t.Fatalf("Open: err = %v, want a *CorruptError in %s at offset %d", err, name, want)
 		}
 		if diff := cmp.Diff(before, dirContents(t, dir)); diff != "" {
 			t.Errorf("Open of a corrupt journal changed the files (-before +after):\n%s", diff)
@@ -386,11 +411,11 @@ func TestFlippedBit(t *testing.T) {
 		{"record 2 data", o2 + wordSize + bodyHeaderSize + 3, 0, "CRC-32C mismatch"},
 		{"record 2 CRC", o2 + wordSize, 7, "CRC-32C mismatch"},
 		{"record 2 index", o2 + wordSize + 4, 1, "CRC-32C mismatch"},
-		{"record 2 length bit 3", o2, 3, "non-zero padding"},
+		{"record 2 length bit 3", o2, 3, "frame body of"},
 		{"record 2 length bit 20", o2 + 2, 4, "frame body of"},
 		{"record 2 length bit 40", o2 + 5, 0, "frame body of"},
 		{"record 2 marker", o2 + 7, 7, "top byte"},
-		{"record 2 padding", offs[2] - 1, 0, "non-zero padding"},
+		{"record 2 padding", offs[2] - batchHeaderSize - 1, 0, "non-zero padding"},
 		{"last record data", o5 + wordSize + bodyHeaderSize, 2, "CRC-32C mismatch"},
 	}
 	for _, tt := range tests {

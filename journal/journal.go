@@ -29,6 +29,9 @@ var (
 	// journal refuses further writes. Close it and Open it again; Open
 	// recovers what is durable.
 	ErrFailed = errors.New("journal: failed")
+	// ErrReadOnly is returned by Append and Snapshot of a journal opened
+	// with [OpenReadOnly].
+	ErrReadOnly = errors.New("journal: opened read-only")
 )
 
 // Journal is a durable, append-only sequence of records, compacted by

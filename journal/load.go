@@ -22,6 +22,12 @@ type segment struct {
 	fileSize int64
 	// last is the index of its last record (name.index-1 when empty).
 	last uint64
+	// v1 is true for a segment of the first format (bare frames, no
+	// batches), which is read but never appended to.
+	v1 bool
+	// lastWrite is the write time of its last whole batch, in Unix
+	// nanoseconds of the writer's clock; 0 when unknown (no batch, or v1).
+	lastWrite int64
 }
 
 // snapshotFile is one snapshot file.
@@ -66,13 +72,15 @@ type damage struct {
 	// end. Every later segment is removed too.
 	seg int
 	cut int64
+	// batchAt is the start of the batch that holds the bad frame at cut,
+	// or -1 when cut is not inside a batch's payload: Repair keeps the
+	// batch's good records before cut by rewriting its header.
+	batchAt int64
 }
 
 // load reads and checks the journal in dir without changing anything. It
 // returns a damage for corruption and an error for anything else (I/O).
-// maxRecord tells a torn frame (no longer than a record can be) from a
-// corrupt length word.
-func load(dir string, maxRecord int) (*dirState, *damage, error) {
+func load(dir string) (*dirState, *damage, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("journal: read directory %s: %w", dir, err)
@@ -135,7 +143,7 @@ func load(dir string, maxRecord int) (*dirState, *damage, error) {
 			err: &CorruptError{File: live[0].path, Offset: 0, Reason: fmt.Sprintf(
 				"records %d to %d are missing: the segment starts at index %d, the snapshot covers up to %d",
 				snapIndex+1, live[0].name.index-1, live[0].name.index, snapIndex)},
-			missingHead: true, seg: st.covered, cut: 0,
+			missingHead: true, seg: st.covered, cut: 0, batchAt: -1,
 		}, nil
 	}
 	for i := range live {
@@ -151,7 +159,7 @@ func load(dir string, maxRecord int) (*dirState, *damage, error) {
 				} else {
 					why = "missing segment: " + why
 				}
-				return st, &damage{err: &CorruptError{File: prev.path, Offset: prev.size, Reason: why}, seg: pos - 1, cut: prev.size}, nil
+				return st, &damage{err: &CorruptError{File: prev.path, Offset: prev.size, Reason: why}, seg: pos - 1, cut: prev.size, batchAt: -1}, nil
 			}
 			if seg.name.index != prev.last+1 {
 				why := fmt.Sprintf("index gap: %s starts at index %d but the previous segment ends at %d",
@@ -160,10 +168,10 @@ func load(dir string, maxRecord int) (*dirState, *damage, error) {
 					why = fmt.Sprintf("duplicate records: %s starts at index %d but the previous segment ends at %d",
 						filepath.Base(seg.path), seg.name.index, prev.last)
 				}
-				return st, &damage{err: &CorruptError{File: prev.path, Offset: prev.size, Reason: why}, seg: pos - 1, cut: prev.size}, nil
+				return st, &damage{err: &CorruptError{File: prev.path, Offset: prev.size, Reason: why}, seg: pos - 1, cut: prev.size, batchAt: -1}, nil
 			}
 		}
-		d, err := checkSegment(st, pos, isLast, maxRecord)
+		d, err := checkSegment(st, pos, isLast)
 		if err != nil || d != nil {
 			return st, d, err
 		}
@@ -173,7 +181,7 @@ func load(dir string, maxRecord int) (*dirState, *damage, error) {
 		return st, &damage{
 			err: &CorruptError{File: lastSeg.path, Offset: lastSeg.size, Reason: fmt.Sprintf(
 				"the records end at index %d but snapshot %s covers up to %d", lastSeg.last, filepath.Base(st.snap.path), snapIndex)},
-			seg: st.covered, cut: 0,
+			seg: st.covered, cut: 0, batchAt: -1,
 		}, nil
 	}
 	return st, nil, nil
@@ -229,136 +237,3 @@ func checkSnapshot(s snapshotFile) (*damage, error) {
 	return nil, nil
 }
 
-// checkSegment reads st.segs[pos] through and sets its size and last. The
-// last segment may end in a torn write, which sets st.torn.
-func checkSegment(st *dirState, pos int, isLast bool, maxRecord int) (*damage, error) {
-	seg := &st.segs[pos]
-	bad := func(off int64, why string) (*damage, error) {
-		return &damage{err: &CorruptError{File: seg.path, Offset: off, Reason: why}, seg: pos, cut: off}, nil
-	}
-	f, err := os.Open(seg.path)
-	if err != nil {
-		return nil, fmt.Errorf("journal: open segment: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("journal: stat segment: %w", err)
-	}
-	seg.fileSize = fi.Size()
-	seg.size = 0
-	var magic [8]byte
-	if _, err := io.ReadFull(f, magic[:]); err != nil || magic != segmentMagic {
-		return bad(0, "not a segment file: bad magic")
-	}
-	seg.size = int64(len(magic))
-	fr := &frameReader{r: bufio.NewReaderSize(f, 64<<10), off: seg.size, size: fi.Size()}
-	want := seg.name.index
-	for {
-		off := fr.off
-		index, _, err := fr.next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			var fe *frameError
-			if !errors.As(err, &fe) {
-				return nil, fmt.Errorf("journal: read segment %s at offset %d: %w", seg.path, off, err)
-			}
-			if isLast {
-				torn, why, err := isTorn(f, off, fi.Size(), fe, maxRecord, want)
-				if err != nil {
-					return nil, err
-				}
-				if torn {
-					st.torn, st.tornWhy = true, why
-					break
-				}
-			}
-			return bad(off, fe.msg)
-		}
-		if index != want {
-			return bad(off, fmt.Sprintf("record index %d, want %d", index, want))
-		}
-		want++
-		seg.size = fr.off
-	}
-	seg.last = want - 1
-	return nil, nil
-}
-
-// isTorn tells whether the bad frame at off, in the last segment of size
-// bytes, is a torn write that a crash can leave (and Open truncates):
-//   - fewer than 8 bytes are left;
-//   - the frame runs past the end of the file, its length is one that a
-//     record can have, and no valid frame of the next record (index
-//     want+1) follows it (a flipped bit in a length word looks like a cut
-//     frame, but is followed by the records after it);
-//   - the file is zero from the frame's start, or from a 512-byte sector
-//     boundary inside the frame, to its end.
-func isTorn(f *os.File, off, size int64, fe *frameError, maxRecord int, want uint64) (bool, string, error) {
-	switch fe.prob {
-	case probShort:
-		return true, fmt.Sprintf("short tail of %d bytes", size-off), nil
-	case probPastEnd:
-		if fe.bodyLen > int64(bodyHeaderSize+maxRecord) {
-			return false, "", nil
-		}
-		later, err := laterFrame(f, off+wordSize, size, want+1)
-		if err != nil || later {
-			return false, "", err
-		}
-		return true, "last frame cut short: " + fe.msg, nil
-	}
-	z, err := zeroSuffix(f, off, size)
-	if err != nil {
-		return false, "", err
-	}
-	if z <= off {
-		return true, fmt.Sprintf("zero-filled tail of %d bytes", size-off), nil
-	}
-	end := off + wordSize
-	if fe.prob == probChecksum || fe.prob == probPadding {
-		end = off + wordSize + fe.bodyLen + padding(fe.bodyLen)
-	}
-	if s := (z + sectorSize - 1) / sectorSize * sectorSize; s < end {
-		return true, fmt.Sprintf("last frame torn: zero-filled from offset %d to the end", z), nil
-	}
-	return false, "", nil
-}
-
-// laterFrame tells whether a valid frame with the given index starts at an
-// 8-byte aligned offset in [from, size).
-func laterFrame(f *os.File, from, size int64, index uint64) (bool, error) {
-	b := make([]byte, size-from)
-	if _, err := f.ReadAt(b, from); err != nil {
-		return false, fmt.Errorf("journal: read %s: %w", f.Name(), err)
-	}
-	for p := 0; p+wordSize <= len(b); p += wordSize {
-		if i, _, _, err := decodeFrame(b[p:]); err == nil && i == index {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// zeroSuffix returns where the run of zero bytes that ends the file starts,
-// looking no further back than from.
-func zeroSuffix(f *os.File, from, size int64) (int64, error) {
-	buf := make([]byte, 64<<10)
-	end := size
-	for end > from {
-		start := max(from, end-int64(len(buf)))
-		b := buf[:end-start]
-		if _, err := f.ReadAt(b, start); err != nil {
-			return 0, fmt.Errorf("journal: read %s: %w", f.Name(), err)
-		}
-		for j := len(b) - 1; j >= 0; j-- {
-			if b[j] != 0 {
-				return start + int64(j) + 1, nil
-			}
-		}
-		end = start
-	}
-	return from, nil
-}

@@ -10,7 +10,7 @@ import (
 
 // lockDir fails: the file journal locks its directory with flock(2), which
 // this system does not have.
-func lockDir(dir string) (*os.File, error) {
+func lockDir(dir string, exclusive bool) (*os.File, error) {
 	return nil, fmt.Errorf("journal: cannot lock %s: flock is not available on %s", dir, runtime.GOOS)
 }
 

@@ -6,23 +6,28 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"syscall"
 )
 
-// lockDir takes the exclusive flock on dir's LOCK file.
-func lockDir(dir string) (*os.File, error) {
-	path := filepath.Join(dir, lockName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+// lockDir takes a flock on the directory itself: exclusive for a writer,
+// shared for a reader. It creates no file, so a failed Open leaves the
+// directory as it was and a read-only directory can be locked for reading.
+// (Journals of the first format also kept a LOCK file; it is left alone.)
+func lockDir(dir string, exclusive bool) (*os.File, error) {
+	f, err := os.Open(dir)
 	if err != nil {
-		return nil, fmt.Errorf("journal: open lock file: %w", err)
+		return nil, fmt.Errorf("journal: open directory %s: %w", dir, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
+	}
+	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s is already open (flock on %s is held)", ErrLocked, dir, path)
+			return nil, fmt.Errorf("%w: %s is already open (its flock is held)", ErrLocked, dir)
 		}
-		return nil, fmt.Errorf("journal: lock %s: %w", path, err)
+		return nil, fmt.Errorf("journal: lock %s: %w", dir, err)
 	}
 	return f, nil
 }

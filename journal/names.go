@@ -16,10 +16,13 @@ const (
 )
 
 // Magic numbers at the start of segment and snapshot files. The last byte
-// is the format version.
+// is the format version. Version 2 segments hold batches (see batch.go);
+// version 1 segments, written before batches existed, hold bare frames and
+// are still read (never appended to: Open always starts a new segment).
 var (
-	segmentMagic  = [8]byte{'t', 'm', 'j', 's', 'e', 'g', 0, 1}
-	snapshotMagic = [8]byte{'t', 'm', 'j', 's', 'n', 'p', 0, 1}
+	segmentMagic   = [8]byte{'t', 'm', 'j', 's', 'e', 'g', 0, 2}
+	segmentMagicV1 = [8]byte{'t', 'm', 'j', 's', 'e', 'g', 0, 1}
+	snapshotMagic  = [8]byte{'t', 'm', 'j', 's', 'n', 'p', 0, 1}
 )
 
 type fileKind int

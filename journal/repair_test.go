@@ -179,15 +179,16 @@ func TestRepairTruncatesAtLastGoodRecord(t *testing.T) {
 		t.Fatalf("Repair made %d cuts, want %d: %+v", len(rep.Cuts), len(segs)-1, rep.Cuts)
 	}
 	c := rep.Cuts[0]
-	if c.File != segs[1] || c.Offset != offs[bad] || c.Bytes != size-offs[bad] ||
+	cut := offs[bad] - batchHeaderSize // the record's batch goes whole: it holds only that record
+	if c.File != segs[1] || c.Offset != cut || c.Bytes != size-cut ||
 		c.Reason.File != segs[1] || c.Reason.Offset != offs[bad] || !strings.Contains(c.Reason.Reason, "CRC-32C mismatch") {
-		t.Errorf("first cut = %+v (reason %v), want %s truncated at %d (%d bytes) for a CRC mismatch", c, c.Reason, segs[1], offs[bad], size-offs[bad])
+		t.Errorf("first cut = %+v (reason %v), want %s truncated at %d (%d bytes) for a CRC mismatch at %d", c, c.Reason, segs[1], cut, size-cut, offs[bad])
 	}
 	if b, err := os.ReadFile(c.Backup); err != nil || string(b) != string(damaged) {
 		t.Errorf("backup %s does not hold the damaged file (err %v)", c.Backup, err)
 	}
-	if got := fileSize(t, segs[1]); got != offs[bad] {
-		t.Errorf("%s is %d bytes after Repair, want %d", segs[1], got, offs[bad])
+	if got := fileSize(t, segs[1]); got != cut {
+		t.Errorf("%s is %d bytes after Repair, want %d", segs[1], got, cut)
 	}
 	for i, c := range rep.Cuts[1:] {
 		if c.File != segs[i+2] || c.Offset != -1 {

@@ -47,6 +47,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/tidemark/tidemark/journal"
 	"github.com/tidemark/tidemark/kinesisload"
@@ -120,7 +121,7 @@ func inspect(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		}
 	}
 
-	j, err := journal.Open(o.dir, journal.DefaultConfig())
+	j, err := journal.OpenReadOnly(o.dir)
 	var corrupt *journal.CorruptError
 	switch {
 	case errors.Is(err, journal.ErrLocked):
@@ -148,14 +149,18 @@ func inspect(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return fmt.Errorf("reading the journal in %s: %w", o.dir, err)
 	}
 
-	// Files again: Open may have removed temporary or compacted files.
-	if segs, snaps, err = journalFiles(o.dir); err != nil {
-		return err
-	}
 	p := &printer{w: stdout}
 	p.printf("Journal %s\n", o.dir)
 	p.printf("  files:   %s\n", describeFiles(segs, snaps))
 	p.printf("  records: %s\n", replayed)
+	rec := j.Recovery()
+	if rec.Torn != nil {
+		p.printf("  torn:    %s (the last write of a crash; the next Open truncates it)\n", rec.Torn)
+	}
+	if m := rec.Repaired; m != nil {
+		p.printf("  repaired: records after %d were removed by a repair at %s; %s\n",
+			m.LastIndex, m.Time.Format(time.RFC3339), describeMark(m))
+	}
 
 	streams := store.Streams()
 	if len(streams) == 0 {
@@ -176,9 +181,18 @@ func inspect(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	return p.err
 }
 
+// describeMark says how a Loader resumes after the repair m.
+func describeMark(m *journal.RepairMark) string {
+	if m.LastWrite.IsZero() {
+		return "no surviving write time is known, so a Loader refuses to resolve LATEST until each shard's start is set"
+	}
+	return fmt.Sprintf("a Loader resumes any shard still to be resolved from AT_TIMESTAMP %s minus a margin",
+		m.LastWrite.Format(time.RFC3339))
+}
+
 // lockedError explains ErrLocked.
 func lockedError(dir string, err error) error {
-	return fmt.Errorf("%s is locked: a running Loader (or another inspect) has the journal open, and only one process may. "+
+	return fmt.Errorf("%s is locked: a running Loader (or a repair) has the journal open for writing. "+
 		"Stop it first, or inspect a copy (cp -r %s COPY; inspect -dir COPY): %w", dir, dir, err)
 }
 

@@ -244,7 +244,7 @@ func TestLoaderJournal(t *testing.T) {
 // lastIndex replays dir and returns its last record index.
 func lastIndex(t *testing.T, dir string) uint64 {
 	t.Helper()
-	j, err := journal.Open(dir, journal.DefaultConfig())
+	j, err := journal.OpenReadOnly(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
