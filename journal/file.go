@@ -59,8 +59,8 @@ var _ Journal = (*FileJournal)(nil)
 
 // appendReq is one Append call handed to the writer goroutine.
 type appendReq struct {
-	frames   []byte // encoded frames, index 0, CRC field holding the data's CRC
-	whole    []byte // room for a batch header, then frames: the batch of this call alone
+	frames []byte // encoded frames, index 0, CRC field holding the data's CRC
+	whole  []byte // room for a batch header, then frames: the batch of this call alone
 	last   uint64 // set by the writer
 	err    error  // set by the writer
 	done   chan struct{}

@@ -236,4 +236,3 @@ func checkSnapshot(s snapshotFile) (*damage, error) {
 	}
 	return nil, nil
 }
-
