@@ -47,6 +47,13 @@
 // restarts, pauses, expired iterators, throttling and resharding, as long as
 // Kinesis still retains the records.
 //
+// It holds across a [journal.Repair] too. A repair that removed records
+// may have removed a shard's resolved start; such a shard is never given a
+// freshly resolved LATEST (which would skip what arrived in between): it
+// starts at AT_TIMESTAMP of the journal's last surviving write minus
+// [RepairRewind], or, when no write time survived, Run stops with a
+// [*RepairedJournalError] naming the shards.
+//
 // # Tests
 //
 // The sub-package [github.com/tidemark/tidemark/kinesisload/kinesistest]

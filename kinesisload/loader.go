@@ -137,6 +137,14 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("kinesisload: opening the journal: %w", err)
 		}
+		if rec := j.Recovery(); rec.Torn != nil {
+			l.log.Warn("journal: truncated the torn last write of a crash", "file", rec.Torn.File,
+				"offset", rec.Torn.Offset, "bytes", rec.Torn.Bytes, "reason", rec.Torn.Reason)
+		}
+		if m := j.Recovery().Repaired; m != nil {
+			l.log.Warn("journal: repaired, records after the last surviving one were removed",
+				"last_index", m.LastIndex, "last_write", m.LastWrite, "repaired_at", m.Time)
+		}
 		defer func() {
 			if cerr := j.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("kinesisload: closing the journal: %w", cerr)

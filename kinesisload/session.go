@@ -100,8 +100,16 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 				}
 			},
 		}}
-		results, err := s.resolver.Resolve(ctx, req)
-		if err != nil {
+		var results []scan.ShardResult
+		if m, ok := s.store.(repairMarker); ok && m.repairMark() != nil {
+			// The journal lost decisions: a fresh LATEST could skip records.
+			mark := m.repairMark()
+			if results, err = rewindAfterRepair(stream, pending, mark); err != nil {
+				return nil, err
+			}
+			l.log.Warn("the journal was repaired: starting the shards to resolve before its last surviving write instead",
+				"shards", len(pending), "last_write", mark.LastWrite, "rewind", RepairRewind)
+		} else if results, err = s.resolver.Resolve(ctx, req); err != nil {
 			return nil, fmt.Errorf("kinesisload: stream %s: initialisation: %w", stream, err)
 		}
 		for _, r := range results {
