@@ -767,16 +767,21 @@ func makeDir(dir string) (created string, err error) {
 
 // syncFile fsyncs the file at path.
 func syncFile(path string) error {
+	return syncPath(path, "")
+}
+
+// syncPath fsyncs the file or directory at path; what names it in errors.
+func syncPath(path, what string) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("journal: open %s: %w", path, err)
+		return fmt.Errorf("journal: open %s%s: %w", what, path, err)
 	}
 	err = f.Sync()
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("journal: sync %s: %w", path, err)
+		return fmt.Errorf("journal: sync %s%s: %w", what, path, err)
 	}
 	return nil
 }
@@ -839,16 +844,5 @@ func truncateFile(path string, size int64) error {
 
 // syncDir fsyncs a directory, making renames and removals in it durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("journal: open directory: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("journal: sync directory %s: %w", dir, err)
-	}
-	return nil
+	return syncPath(dir, "directory ")
 }

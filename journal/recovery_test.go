@@ -196,7 +196,7 @@ func TestDamageSweep(t *testing.T) {
 			path := filepath.Join(dir, filepath.Base(seg))
 			try := func(at int64, image []byte, what string) {
 				t.Helper()
-				for _, e := range mustReadDir(t, dir) {
+				for _, e := range fileNames(t, dir) {
 					os.Remove(filepath.Join(dir, e))
 				}
 				if err := os.WriteFile(path, image, 0o600); err != nil {
@@ -249,19 +249,6 @@ func TestDamageSweep(t *testing.T) {
 			t.Logf("%d bit flips and 400 random bytes", flips)
 		})
 	}
-}
-
-func mustReadDir(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range ents {
-		out = append(out, e.Name())
-	}
-	return out
 }
 
 // v1Segment returns a first-format segment: the version-1 magic, then bare
