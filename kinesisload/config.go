@@ -48,7 +48,20 @@ type Config struct {
 	// a selected shard are followed. Progress stored for shards no longer
 	// selected is kept, and ignored. Nil means every shard; an empty map
 	// is refused, and so, by Run, is a shard the stream does not have.
+	//
+	// SHARD_END marks a closed shard complete without reading it, whatever
+	// its stored progress: its remaining records are skipped on purpose and
+	// its children are read. Run refuses it for an open shard. It is one way
+	// out of a [ParentAfterChildError].
 	Shards map[string]scan.Position
+	// OutOfOrderShards names shards whose records the Loader may deliver
+	// after records of their children: the other way out of a
+	// [ParentAfterChildError], when a wider selection (or a lost opt-in)
+	// tracks a parent whose child was already read. Such a parent is read
+	// from its start; its children that were read already wait until it is
+	// COMPLETED and then go on. Default none: Run refuses to deliver a
+	// parent after its child.
+	OutOfOrderShards []string
 	// ListShardsInterval is how often the Loader lists the shards to find
 	// new ones. Default 30 s. A ChildShards hint from GetRecords makes it
 	// list sooner.
@@ -132,8 +145,10 @@ func (c Config) Validate() error {
 		if err := p.Validate(); err != nil {
 			return bad("Shards["+id+"]", p, err.Error())
 		}
-		if p.Kind == scan.KindShardEnd {
-			return bad("Shards["+id+"]", p, "SHARD_END is not a start")
+	}
+	for i, id := range c.OutOfOrderShards {
+		if id == "" {
+			return bad(fmt.Sprintf("OutOfOrderShards[%d]", i), `""`, "empty shard ID")
 		}
 	}
 	return nil

@@ -31,7 +31,7 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 		{"negative interval", func(c *Config) { c.ListShardsInterval = -time.Second }, nil, "ListShardsInterval = -1s"},
 		{"shard end start", func(c *Config) { c.StartPosition = scan.ShardEnd() }, nil, "StartPosition = SHARD_END"},
 		{"bad start", func(c *Config) { c.StartPosition = scan.AfterSequence("12x") }, nil, `"12x" is not decimal digits`},
-		{"bad shard start", func(c *Config) { c.Shards = map[string]scan.Position{"shardId-7": scan.ShardEnd()} }, nil, "Shards[shardId-7] = SHARD_END"},
+		{"bad shard start", func(c *Config) { c.Shards = map[string]scan.Position{"shardId-7": scan.AfterSequence("7x")} }, nil, "Shards[shardId-7] = AFTER_SEQUENCE_NUMBER:7x"},
 		{"empty shard id", func(c *Config) { c.Shards = map[string]scan.Position{"": {}} }, nil, `Shards = "": empty shard ID`},
 		{"empty selection", func(c *Config) { c.Shards = map[string]scan.Position{} }, nil, "Shards = map[]: an empty selection reads nothing"},
 		{"nil option", func(c *Config) {}, []Option{nil}, "a nil Option"},

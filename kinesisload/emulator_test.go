@@ -2,8 +2,11 @@ package kinesisload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/big"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -194,4 +197,117 @@ func merge2(ctx context.Context, t *testing.T, c *kinesis.Client, name string, o
 		}
 	}
 	t.Fatal("no two adjacent open shards")
+}
+
+// Issue 11 §2 against kinesis-local: a Loader selected shard 1; shards 0 and
+// 1 merged and the child was read. A run that tracks shard 0 too is refused
+// (it would read a parent after its child); starting shard 0 at SHARD_END
+// skips it; naming it in OutOfOrderShards delivers it, and then the child.
+func TestWidenedSelectionAgainstKinesisLocal(t *testing.T) {
+	emu := emulator.Start(t, emulator.KinesisLocal)
+	c := emu.Client
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const name = "widen-it"
+	if _, err := c.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := emulator.WaitStreamActive(ctx, c, name); err != nil {
+		t.Fatal(err)
+	}
+	const shard0, shard1 = "shardId-000000000000", "shardId-000000000001"
+	put := func(shard, data string) {
+		t.Helper()
+		for _, s := range listAll(ctx, t, c, name) {
+			if aws.ToString(s.ShardId) != shard {
+				continue
+			}
+			out, err := c.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(name), PartitionKey: aws.String(data),
+				ExplicitHashKey: s.HashKeyRange.StartingHashKey, Data: []byte(data)})
+			if err != nil {
+				t.Fatalf("put %s: %v", data, err)
+			}
+			if got := aws.ToString(out.ShardId); got != shard {
+				t.Fatalf("put %s: landed on %s, want %s", data, got, shard)
+			}
+			return
+		}
+		t.Fatalf("no shard %s", shard)
+	}
+	put(shard0, "p0")
+	dir := t.TempDir()
+	run := func(dir string, cfg Config, rec *recorder) *running {
+		t.Helper()
+		cfg.Stream, cfg.Sink, cfg.Dir, cfg.ListShardsInterval = name, rec, dir, 300*time.Millisecond
+		return start(t, context.Background(), cfg, WithClient(c), WithHooks(rec))
+	}
+
+	first := newRecorder()
+	r := run(dir, Config{Shards: map[string]scan.Position{shard1: scan.TrimHorizon()}}, first)
+	put(shard1, "p1")
+	merge2(ctx, t, c, name, openShardIDs(ctx, t, c, name))
+	child := aws.ToString(openShardIDs(ctx, t, c, name)[0].ShardId)
+	put(child, "c1")
+	first.waitFor(t, "p1", "c1")
+	if err := r.stop(t); err != ErrClosed {
+		t.Fatalf("first run: Run = %v, want ErrClosed", err)
+	}
+	put(child, "c2")
+	optInDir := t.TempDir()
+	copyDir(t, dir, optInDir)
+
+	// All shards: refused.
+	refused := newRecorder()
+	err := run(dir, Config{}, refused).wait(t)
+	var pe *ParentAfterChildError
+	if !errors.As(err, &pe) || pe.Parent != shard0 || pe.Child != child {
+		t.Fatalf("widened run: Run = %v, want a ParentAfterChildError for parent %s, child %s", err, shard0, child)
+	}
+	if got := refused.delivered(); len(got) != 0 {
+		t.Errorf("the refused run delivered %q", got)
+	}
+
+	// Way out 1: shard 0 at SHARD_END.
+	skip := newRecorder()
+	r = run(dir, Config{Shards: map[string]scan.Position{shard0: scan.ShardEnd(), shard1: {}}}, skip)
+	skip.waitFor(t, "c2")
+	if err := r.stop(t); err != ErrClosed {
+		t.Fatalf("SHARD_END run: Run = %v, want ErrClosed", err)
+	}
+	if got := skip.delivered(); !slices.Equal(got, []string{"c2"}) {
+		t.Errorf("SHARD_END run delivered %q, want only c2", got)
+	}
+
+	// Way out 2: shard 0 out of order, on a copy of the journal as it was
+	// before way out 1.
+	opt := newRecorder()
+	r = run(optInDir, Config{OutOfOrderShards: []string{shard0}}, opt)
+	opt.waitFor(t, "p0", "c2")
+	if err := r.stop(t); err != ErrClosed {
+		t.Fatalf("opt-in run: Run = %v, want ErrClosed", err)
+	}
+	if got := opt.delivered(); !slices.Equal(got, []string{"p0", "c2"}) {
+		t.Errorf("opt-in run delivered %q, want p0 then c2", got)
+	}
+}
+
+// copyDir copies the regular files of a closed journal directory.
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -69,6 +69,10 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 		}
 	}
 	t := newTopology(stream, l.cfg.StartPosition, l.cfg.Shards, stored)
+	t.outOfOrder = make(map[string]bool, len(l.cfg.OutOfOrderShards))
+	for _, id := range l.cfg.OutOfOrderShards {
+		t.outOfOrder[id] = true
+	}
 	shards, err := s.listShards(ctx)
 	if err != nil {
 		return nil, err
@@ -81,9 +85,16 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 		if t.nodes[id] == nil {
 			return nil, fmt.Errorf("%w: Shards[%s]: stream %s has no such shard", ErrInvalidConfig, id, stream)
 		}
+		if l.cfg.Shards[id].Kind == scan.KindShardEnd && !t.nodes[id].closed {
+			return nil, fmt.Errorf("%w: Shards[%s] = SHARD_END: the shard is open in stream %s; SHARD_END skips only a closed shard", ErrInvalidConfig, id, stream)
+		}
 	}
 	// A shard the sink completed may release its children.
 	t.apply(fromSink)
+	// Never a parent after its child: refuse before anything is saved.
+	if err := t.checkOrder(); err != nil {
+		return nil, err
+	}
 	pending := t.unresolved()
 	if len(pending) > 0 {
 		l.log.Info("resolving LATEST", "shards", len(pending))

@@ -14,8 +14,34 @@ import (
 
 // ErrLineage is wrapped by the error that stops the Loader when a shard it
 // tracks disappears from ListShards before it was COMPLETED (its records
-// expired unread), so that data is never skipped silently.
+// expired unread), so that data is never skipped silently, and by a
+// [ParentAfterChildError].
 var ErrLineage = errors.New("kinesisload: shard lineage broken")
+
+// ParentAfterChildError is returned by Run, before anything is read or
+// saved, when reading a shard would deliver its records after records of
+// one of its children (or a later descendant) that an earlier run already
+// read: typically a selection (Config.Shards) widened to a parent whose
+// child was followed. errors.Is(err, ErrLineage) holds.
+//
+// There are two ways out, both explicit: set Config.Shards[Parent] to
+// SHARD_END to skip the parent's remaining records, or name the parent in
+// Config.OutOfOrderShards to deliver them after the child's.
+type ParentAfterChildError struct {
+	Stream string
+	// Parent is the shard that would be read; Child is a shard descended
+	// from it that has already been read.
+	Parent, Child string
+}
+
+func (e *ParentAfterChildError) Error() string {
+	return fmt.Sprintf("kinesisload: stream %s: shard %s would be read after its descendant %s was read, delivering a parent's records after its child's; "+
+		"to skip %s's remaining records set Config.Shards[%s] = SHARD_END, or to deliver them out of order add %s to Config.OutOfOrderShards",
+		e.Stream, e.Parent, e.Child, e.Parent, e.Parent, e.Parent)
+}
+
+// Unwrap returns [ErrLineage].
+func (e *ParentAfterChildError) Unwrap() error { return ErrLineage }
 
 // node is one shard of the topology.
 type node struct {
@@ -23,6 +49,10 @@ type node struct {
 	closed bool       // ListShards gave it an ending sequence number
 	listed bool       // it was in the last ListShards
 	saved  ShardState // the state last made durable; 0 for a new shard
+	// begun says an earlier run may have delivered records of the shard:
+	// its stored state was ACTIVE or later, or a TransactionalSink holds
+	// a checkpoint after a record of it.
+	begun bool
 }
 
 // topology is the lineage graph of the tracked shards. It is owned by one
@@ -31,7 +61,10 @@ type topology struct {
 	stream   string
 	start    scan.Position            // Config.StartPosition
 	selected map[string]scan.Position // Config.Shards; nil = all
-	nodes    map[string]*node
+	// outOfOrder holds Config.OutOfOrderShards: parents that may be read
+	// after a child of theirs was.
+	outOfOrder map[string]bool
+	nodes      map[string]*node
 	// initial is true while no progress of a tracked shard is stored:
 	// the first run on the stream, when every shard takes the start
 	// position. Later-born shards start at TRIM_HORIZON.
@@ -46,7 +79,8 @@ func newTopology(stream string, start scan.Position, selected map[string]scan.Po
 	t := &topology{stream: stream, start: start, selected: selected, nodes: map[string]*node{}}
 	for id, p := range stored {
 		p.ShardID = id
-		t.nodes[id] = &node{ShardProgress: p, saved: p.State}
+		begun := p.State >= StateActive || p.Position.Kind == scan.KindAfterSequence || p.Position.Kind == scan.KindShardEnd
+		t.nodes[id] = &node{ShardProgress: p, saved: p.State, begun: begun}
 	}
 	t.initial, t.resolving = true, true
 	for id := range t.nodes {
@@ -143,6 +177,9 @@ func (t *topology) observe(shards []types.Shard) ([]ShardProgress, error) {
 			n.Position = t.startOf(id)
 		}
 		switch {
+		case n.Position.Kind == scan.KindShardEnd:
+			// Config.Shards says so: complete without reading.
+			n.State = StateCompleted
 		case n.Position.Kind == scan.KindLatest && n.closed:
 			// Nothing arrives in a closed shard after LATEST.
 			n.Position, n.State = scan.ShardEnd(), StateCompleted
@@ -153,7 +190,56 @@ func (t *topology) observe(shards []types.Shard) ([]ShardProgress, error) {
 		}
 		updates = append(updates, n.ShardProgress)
 	}
+	// An explicit SHARD_END also completes a shard known before.
+	if t.resolving {
+		for _, id := range sortedKeys(t.selected) {
+			n := t.nodes[id]
+			if t.selected[id].Kind != scan.KindShardEnd || n == nil || !n.listed || n.State == StateCompleted || slices.Contains(fresh, id) {
+				continue
+			}
+			n.State, n.Position = StateCompleted, scan.ShardEnd()
+			updates = append(updates, ShardProgress{ShardID: id, State: StateCompleted, Position: scan.ShardEnd()})
+		}
+	}
 	return updates, nil
+}
+
+// checkOrder returns a [ParentAfterChildError] when a tracked shard that is
+// still to be read has a descendant that was read already, unless the
+// shard is named in Config.OutOfOrderShards. Call it after observe, before
+// anything is saved.
+func (t *topology) checkOrder() error {
+	children := map[string][]string{}
+	for id, n := range t.nodes {
+		for _, p := range n.Parents {
+			children[p] = append(children[p], id)
+		}
+	}
+	for _, id := range sortedKeys(t.nodes) {
+		n := t.nodes[id]
+		if !n.listed || n.State == StateCompleted || t.outOfOrder[id] || !t.tracked(id) {
+			continue
+		}
+		// Breadth first, in ID order, so the nearest descendant is named.
+		seen := map[string]bool{id: true}
+		queue := []string{id}
+		for len(queue) > 0 {
+			kids := slices.Clone(children[queue[0]])
+			queue = queue[1:]
+			slices.Sort(kids)
+			for _, c := range kids {
+				if seen[c] {
+					continue
+				}
+				seen[c] = true
+				if t.nodes[c].begun {
+					return &ParentAfterChildError{Stream: t.stream, Parent: id, Child: c}
+				}
+				queue = append(queue, c)
+			}
+		}
+	}
+	return nil
 }
 
 // cmpDepth orders shards by the length of their known ancestry.
@@ -222,11 +308,13 @@ func (t *topology) unresolved() []string {
 }
 
 // runnable returns the tracked, listed shards that may be read now:
-// ACTIVE or DRAINING (a crash before its completion was durable).
+// ACTIVE or DRAINING (a crash before its completion was durable), and whose
+// tracked parents are all COMPLETED: a child read already whose parent is
+// read out of order (Config.OutOfOrderShards) waits for it.
 func (t *topology) runnable() []string {
 	var ids []string
 	for id, n := range t.nodes {
-		if n.listed && (n.State == StateActive || n.State == StateDraining) && t.tracked(id) {
+		if n.listed && (n.State == StateActive || n.State == StateDraining) && t.tracked(id) && t.ready(id) {
 			ids = append(ids, id)
 		}
 	}
