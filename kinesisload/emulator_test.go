@@ -311,3 +311,32 @@ func copyDir(t *testing.T, from, to string) {
 		}
 	}
 }
+
+// Issue 11 §3 against kinesis-local: with every other answer spoiled (no
+// output, or an open shard's page without NextShardIterator), the Loader
+// keeps the shard ACTIVE and delivers every record.
+func TestLoaderOddAnswersAgainstKinesisLocal(t *testing.T) {
+	emu := emulator.Start(t, emulator.KinesisLocal)
+	c := emu.Client
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for i, tt := range oddAnswers {
+		t.Run(tt.name, func(t *testing.T) {
+			name := fmt.Sprintf("odd-it-%d", i)
+			if _, err := c.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(1)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := emulator.WaitStreamActive(ctx, c, name); err != nil {
+				t.Fatal(err)
+			}
+			put := func(d string) {
+				t.Helper()
+				if _, err := c.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(name), PartitionKey: aws.String(d), Data: []byte(d)}); err != nil {
+					t.Fatalf("put %s: %v", d, err)
+				}
+			}
+			odd := &oddClient{Client: c, records: every(tt.records), iterators: every(tt.iterators)}
+			testOddAnswersKeepShardOpen(t, odd, put, name)
+		})
+	}
+}

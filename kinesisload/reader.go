@@ -184,6 +184,13 @@ func withRand(p backoff.Policy, rand func() float64) backoff.Policy {
 // is fetched while the consumer works on the previous one; each unit of
 // out's capacity holds one more page in memory.
 //
+// The end of a shard is believed only when it is confirmed: an answer
+// without NextShardIterator that carries ChildShards, or one that ListShards
+// backs by listing the shard closed. An answer that claims the end of a
+// shard ListShards lists as open, or no output at all, is an odd answer:
+// retried like a transient error (reported to onRetry), never taken as the
+// end.
+//
 // run returns nil after it sent the end page of a closed shard; ctx.Err()
 // when ctx ends (it never blocks on a send once ctx is done); and an error
 // naming the stream and shard, wrapping the Kinesis error, for a
@@ -204,12 +211,45 @@ func (r *reader) run(ctx context.Context, out chan<- page) error {
 	}
 	var last string // sequence number of the last record sent on out
 	expired := 0    // expiries since the last page
+	odd := 0        // unconfirmed shard ends in a row
+	// renew replaces the iterator after an answer that claimed an end
+	// ListShards does not confirm: just after the last record sent, or at
+	// the start position if none was sent, after a backoff.
+	renew := func(claim error) (string, error) {
+		odd++
+		if odd >= r.cfg.maxAttempts {
+			return "", r.errorf("%d answers in a row claimed the end of a shard that ListShards lists as open: %w", odd, claim)
+		}
+		wait := r.cfg.retry.Delay(odd)
+		if h := r.cfg.hooks.onRetry; h != nil {
+			h(r.cfg.shard, "GetRecords", odd, wait, claim)
+		}
+		if err := r.cfg.clock.Sleep(ctx, wait); err != nil {
+			return "", err
+		}
+		from := r.cfg.start
+		if last != "" {
+			from = scan.AfterSequence(last)
+		}
+		return r.iterator(ctx, from)
+	}
 	for {
 		if iter == "" {
-			// GetShardIterator found the closed shard already read to
-			// its end. ChildShards come only with GetRecords; ListShards
-			// has them too.
-			return r.send(ctx, out, page{end: true})
+			// GetShardIterator gave no iterator: Kinesis documents that
+			// for a closed shard already read to its end. Believe it only
+			// when ListShards shows the shard closed. ChildShards come
+			// only with GetRecords; ListShards has them too.
+			closed, err := r.closed(ctx)
+			if err != nil {
+				return err
+			}
+			if closed {
+				return r.send(ctx, out, page{end: true})
+			}
+			if iter, err = renew(fmt.Errorf("%w: GetShardIterator returned no iterator", kerr.ErrOddAnswer)); err != nil {
+				return err
+			}
+			continue
 		}
 		res, err := r.getRecords(ctx, iter)
 		if err != nil {
@@ -234,7 +274,18 @@ func (r *reader) run(ctx context.Context, out chan<- page) error {
 		}
 		expired = 0
 
-		end := aws.ToString(res.NextShardIterator) == ""
+		// No NextShardIterator claims the end of a closed shard. The claim
+		// is confirmed by ChildShards in the answer, or by ListShards
+		// showing the shard closed; an open shard's end is never believed.
+		next := aws.ToString(res.NextShardIterator)
+		end := false
+		if next == "" {
+			if end = len(res.ChildShards) > 0; !end {
+				if end, err = r.closed(ctx); err != nil {
+					return err
+				}
+			}
+		}
 		behind := aws.ToInt64(res.MillisBehindLatest)
 		if len(res.Records) > 0 || end {
 			p := page{records: res.Records, millisBehind: behind, end: end}
@@ -251,7 +302,14 @@ func (r *reader) run(ctx context.Context, out chan<- page) error {
 		if end {
 			return nil
 		}
-		iter = *res.NextShardIterator
+		if next == "" {
+			if iter, err = renew(fmt.Errorf("%w: GetRecords returned no NextShardIterator and no ChildShards", kerr.ErrOddAnswer)); err != nil {
+				return err
+			}
+			continue
+		}
+		odd = 0
+		iter = next
 		if len(res.Records) == 0 && behind == 0 {
 			// At the tip of an open shard: nothing to read yet.
 			if err := r.cfg.clock.Sleep(ctx, r.cfg.idleWait); err != nil {
@@ -259,6 +317,32 @@ func (r *reader) run(ctx context.Context, out chan<- page) error {
 			}
 		}
 	}
+}
+
+// closed asks ListShards whether the shard is closed (has an ending
+// sequence number). A shard ListShards does not list is an error.
+func (r *reader) closed(ctx context.Context) (bool, error) {
+	var closed, listed bool
+	err := r.do(ctx, "ListShards", false, func(ctx context.Context) error {
+		shards, err := listShards(ctx, r.cfg.client, r.cfg.stream, r.cfg.callTimeout)
+		if err != nil {
+			return err
+		}
+		for _, s := range shards {
+			if aws.ToString(s.ShardId) == r.cfg.shard {
+				listed = true
+				closed = s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	if !listed {
+		return false, r.errorf("ListShards does not list the shard, so its end cannot be confirmed")
+	}
+	return closed, nil
 }
 
 // send hands p to the consumer, unless ctx ends first.
@@ -275,8 +359,8 @@ func (r *reader) send(ctx context.Context, out chan<- page, p page) error {
 }
 
 // iterator gets a shard iterator at from. An empty iterator and no error
-// mean that the shard is closed and nothing is left to read from there:
-// Kinesis documents a null ShardIterator for that case.
+// claim that the shard is closed and nothing is left to read from there
+// (Kinesis documents a null ShardIterator for that case); run confirms it.
 func (r *reader) iterator(ctx context.Context, from scan.Position) (string, error) {
 	in, err := from.IteratorInput(r.cfg.stream, r.cfg.shard)
 	if err != nil {
@@ -288,9 +372,10 @@ func (r *reader) iterator(ctx context.Context, from scan.Position) (string, erro
 		if err != nil {
 			return err
 		}
-		if res != nil {
-			it = aws.ToString(res.ShardIterator)
+		if res == nil {
+			return fmt.Errorf("%w: GetShardIterator returned no output and no error", kerr.ErrOddAnswer)
 		}
+		it = aws.ToString(res.ShardIterator)
 		return nil
 	})
 	return it, err
@@ -308,7 +393,7 @@ func (r *reader) getRecords(ctx context.Context, iter string) (*kinesis.GetRecor
 			return err
 		}
 		if out == nil {
-			out = &kinesis.GetRecordsOutput{}
+			return fmt.Errorf("%w: GetRecords returned no output and no error", kerr.ErrOddAnswer)
 		}
 		res = out
 		return nil

@@ -833,9 +833,11 @@ func TestReaderBoundedThrottling(t *testing.T) {
 
 func TestReaderClosedShardWithoutIterator(t *testing.T) {
 	// Kinesis may answer GetShardIterator with no iterator for a closed
-	// shard when nothing is left to read from the position.
+	// shard when nothing is left to read from the position. ListShards
+	// confirms that the shard is closed.
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	e := newRDEnv(t, kinesistest.WithoutLimits())
+	e.split()
 	e.client.iterator = func(int, *kinesis.GetShardIteratorInput) (*kinesis.GetShardIteratorOutput, error) {
 		return &kinesis.GetShardIteratorOutput{}, nil
 	}

@@ -234,6 +234,11 @@ func (s *shardScan) readToTip(ctx context.Context, start Position, limit int32, 
 		if err := ctx.Err(); err != nil {
 			return record{}, false, false, err
 		}
+		if iter == "" {
+			// No iterator from start or from the renewal: a closed
+			// shard's end, the tip whichever strategy asked.
+			return last, seen, true, nil
+		}
 		out, err := s.getRecords(ctx, iter, limit)
 		if err != nil {
 			if !kerr.IsExpiredIterator(err) || expired >= s.cfg.Retries {
@@ -291,16 +296,18 @@ func (s *shardScan) iterator(ctx context.Context, p Position) (string, error) {
 	var out *kinesis.GetShardIteratorOutput
 	err = s.call(ctx, "GetShardIterator", func(ctx context.Context) (err error) {
 		out, err = s.client.GetShardIterator(ctx, in, noSDKRetries)
+		if err == nil && out == nil {
+			err = fmt.Errorf("%w: GetShardIterator returned no output and no error", kerr.ErrOddAnswer)
+		}
 		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("GetShardIterator %s: %w", p, err)
 	}
 	s.observe(out.ResultMetadata)
-	if out.ShardIterator == nil {
-		return "", fmt.Errorf("GetShardIterator %s: no iterator returned", p)
-	}
-	return *out.ShardIterator, nil
+	// A null iterator: the shard is closed and nothing is left to read
+	// from p (closed during the scan); readToTip takes it as the tip.
+	return aws.ToString(out.ShardIterator), nil
 }
 
 func (s *shardScan) getRecords(ctx context.Context, iter string, limit int32) (*kinesis.GetRecordsOutput, error) {
@@ -308,6 +315,9 @@ func (s *shardScan) getRecords(ctx context.Context, iter string, limit int32) (*
 	var out *kinesis.GetRecordsOutput
 	err := s.call(ctx, "GetRecords", func(ctx context.Context) (err error) {
 		out, err = s.client.GetRecords(ctx, in, noSDKRetries)
+		if err == nil && out == nil {
+			err = fmt.Errorf("%w: GetRecords returned no output and no error", kerr.ErrOddAnswer)
+		}
 		return err
 	})
 	if err != nil {

@@ -40,6 +40,11 @@ func IsThrottled(err error) bool {
 	return false
 }
 
+// ErrOddAnswer marks an answer Kinesis should not give, such as no output
+// and no error, or the end of a shard that ListShards lists as open. Like a
+// 5xx it says nothing about the request: [IsRetryable] holds for it.
+var ErrOddAnswer = errors.New("odd answer from Kinesis")
+
 // IsExpiredIterator reports whether err says the shard iterator has expired
 // (iterators are valid for five minutes), so a new one must be requested.
 func IsExpiredIterator(err error) bool {
@@ -65,7 +70,7 @@ func IsRetryable(err error) bool {
 	if errors.Is(err, context.Canceled) {
 		return false
 	}
-	if IsThrottled(err) {
+	if IsThrottled(err) || errors.Is(err, ErrOddAnswer) {
 		return true
 	}
 	var ife *types.InternalFailureException
