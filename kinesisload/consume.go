@@ -179,7 +179,7 @@ func (c *consumer) deliver(ctx context.Context, p page, fetched time.Time) error
 func deliverSafely(ctx context.Context, sink Sink, b Batch) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("kinesisload: the sink panicked: %v", r)
+			err = newPanicError("the sink", r)
 		}
 	}()
 	return sink.Deliver(ctx, b)
@@ -192,7 +192,15 @@ func lastSequence(rs []types.Record) string {
 // saveShard saves one shard's update and reports a state change to the
 // hooks. Consume loops call it concurrently; the topology is not touched
 // (the scheduler applies completions itself).
+//
+// Once the session is sealed (Run gave up on stuck loops and returned)
+// it saves nothing: a Deliver that returns late is never committed.
 func (s *session) saveShard(ctx context.Context, u ShardProgress, from ShardState) error {
+	s.commit.RLock()
+	defer s.commit.RUnlock()
+	if s.sealed {
+		return fmt.Errorf("kinesisload: stream %s, shard %s: not saved: Run has returned: %w", s.l.cfg.Stream, u.ShardID, ErrStuck)
+	}
 	if err := s.store.Save(ctx, s.l.cfg.Stream, []ShardProgress{u}); err != nil {
 		if errors.Is(err, context.Canceled) {
 			return err

@@ -2,6 +2,8 @@ package kinesisload
 
 import (
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidemark/tidemark/scan"
@@ -10,7 +12,10 @@ import (
 // Hook is any value that implements one or more of the Hook* interfaces
 // below; give hooks to the Loader with [WithHooks]. Every hook method is
 // called synchronously from the Loader's goroutines: it must be fast, must
-// not block, and must be safe for concurrent use.
+// not block, and must be safe for concurrent use. A hook that panics does
+// not stop the Loader: a hook observes, so the panic is recovered, logged
+// at error level with its stack trace and a running count, and the
+// Loader goes on.
 type Hook any
 
 // HookBatchDelivered is called after the Sink accepted a batch and its
@@ -150,6 +155,31 @@ type hooks struct {
 	renewed   []HookIteratorRenewed
 	progress  []HookInitProgress
 	fetched   []HookFetched
+
+	// log and panics record hooks that panicked: a hook observes, so its
+	// panic is logged with the stack, counted, and does not stop the
+	// Loader. Set by New.
+	log    *slog.Logger
+	panics *atomic.Int64
+}
+
+// call calls one hook method, recovering a panic.
+func (h *hooks) call(method string, f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			pe := newPanicError("hook "+method, r)
+			n := int64(1)
+			if h.panics != nil {
+				n = h.panics.Add(1)
+			}
+			log := h.log
+			if log == nil {
+				log = slog.Default()
+			}
+			log.Error("a hook panicked; the Loader goes on", "hook", method, "panic", fmt.Sprint(r), "panics", n, "stack", string(pe.Stack))
+		}
+	}()
+	f()
 }
 
 // newHooks sorts hs by the interfaces each implements. It refuses a value
@@ -185,48 +215,48 @@ func addHook[H any](list *[]H, x Hook) int {
 
 func (h *hooks) onDelivered(e BatchDelivered) {
 	for _, x := range h.delivered {
-		x.OnBatchDelivered(e)
+		h.call("OnBatchDelivered", func() { x.OnBatchDelivered(e) })
 	}
 }
 
 func (h *hooks) onState(e ShardStateChanged) {
 	for _, x := range h.state {
-		x.OnShardState(e)
+		h.call("OnShardState", func() { x.OnShardState(e) })
 	}
 }
 
 func (h *hooks) onInit(e InitResolved) {
 	for _, x := range h.init {
-		x.OnInitResolved(e)
+		h.call("OnInitResolved", func() { x.OnInitResolved(e) })
 	}
 }
 
 func (h *hooks) onThrottled(e Throttled) {
 	for _, x := range h.throttled {
-		x.OnThrottled(e)
+		h.call("OnThrottled", func() { x.OnThrottled(e) })
 	}
 }
 
 func (h *hooks) onRetry(e Retry) {
 	for _, x := range h.retry {
-		x.OnRetry(e)
+		h.call("OnRetry", func() { x.OnRetry(e) })
 	}
 }
 
 func (h *hooks) onRenewed(e IteratorRenewed) {
 	for _, x := range h.renewed {
-		x.OnIteratorRenewed(e)
+		h.call("OnIteratorRenewed", func() { x.OnIteratorRenewed(e) })
 	}
 }
 
 func (h *hooks) onProgress(e InitProgress) {
 	for _, x := range h.progress {
-		x.OnInitProgress(e)
+		h.call("OnInitProgress", func() { x.OnInitProgress(e) })
 	}
 }
 
 func (h *hooks) onFetched(e Fetched) {
 	for _, x := range h.fetched {
-		x.OnFetched(e)
+		h.call("OnFetched", func() { x.OnFetched(e) })
 	}
 }

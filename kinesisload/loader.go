@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -82,6 +83,7 @@ func New(cfg Config, opts ...Option) (*Loader, error) {
 		done: make(chan struct{}),
 	}
 	l.hooks = hs
+	l.hooks.log, l.hooks.panics = l.log, new(atomic.Int64)
 	l.tx, _ = cfg.Sink.(TransactionalSink)
 	return l, nil
 }
@@ -91,6 +93,11 @@ func New(cfg Config, opts ...Option) (*Loader, error) {
 // the error, or [ErrClosed]. Initialisation resolves every tracked shard's
 // LATEST into a concrete position and journals the whole batch before any
 // shard is read. While paused, Run waits for [Loader.Resume].
+//
+// After a hard stop (ctx ends, or Close's context does) Run returns within
+// about a second even if a Sink ignores its context; it then returns a
+// [StuckError] naming the stuck shards, and commits nothing after it
+// returned.
 //
 // Run may be called once at a time; after it returns it may be called again
 // unless the Loader was closed.
@@ -165,6 +172,11 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 		}
 		err := env.run(gctx, hctx, gstop)
 		l.endSession()
+		if se, ok := errors.AsType[*StuckError](err); ok && se.Cause == nil {
+			if se.Cause = ctx.Err(); se.Cause == nil {
+				se.Cause = ErrClosed // Close's context ended
+			}
+		}
 		switch {
 		case err != nil:
 			return err
@@ -257,7 +269,14 @@ func (l *Loader) Resume() {
 // new records, lets in-flight batches finish and commit, and waits for Run
 // to return. If ctx ends first, Close cancels the in-flight deliveries
 // (their batches are not committed and will be delivered again) and returns
-// ctx.Err(). Run then returns [ErrClosed]; so does every later Run.
+// ctx.Err() at once. Run then returns [ErrClosed]; so does every later Run.
+// If a delivery ignores the cancellation, Run still returns within a second,
+// with a [StuckError] naming its shard, and commits nothing more.
+//
+// Close is the graceful stop. Cancelling Run's context is the hard stop:
+// in-flight deliveries are cancelled at once and not committed (their
+// records are delivered again by the next run), like Close's context
+// ending.
 func (l *Loader) Close(ctx context.Context) error {
 	l.mu.Lock()
 	if !l.closed {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +19,19 @@ type session struct {
 	client   scan.Client
 	resolver *scan.Resolver
 	store    PositionStore
+
+	// commit guards the consume loops' saves against sealed: once set,
+	// Run has given up on stuck loops, and nothing more is saved.
+	commit sync.RWMutex
+	sealed bool
+}
+
+// seal stops every later save of the consume loops, after the saves in
+// flight have finished.
+func (s *session) seal() {
+	s.commit.Lock()
+	s.sealed = true
+	s.commit.Unlock()
 }
 
 // shardDone is what a consume loop reports when it returns.
@@ -218,6 +232,10 @@ func (s *session) refresh(ctx context.Context, t *topology) error {
 // a loop fails. It waits for every loop before it returns.
 func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc, t *topology) error {
 	done := make(chan shardDone)
+	// finished lets a loop that outlives schedule (abandoned as stuck)
+	// exit without a receiver.
+	finished := make(chan struct{})
+	defer close(finished)
 	hint := make(chan struct{}, 1)
 	running := map[string]bool{}
 	start := func() {
@@ -229,7 +247,10 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 			c := &consumer{s: s, shard: id, from: t.nodes[id].Position, draining: t.nodes[id].State == StateDraining, hint: hint}
 			go func() {
 				completed, err := c.run(gctx, hctx)
-				done <- shardDone{id: id, completed: completed, err: err}
+				select {
+				case done <- shardDone{id: id, completed: completed, err: err}:
+				case <-finished:
+				}
 			}()
 		}
 	}
@@ -286,12 +307,29 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 			}
 			start()
 		case <-gctx.Done():
-			// Wait for the loops: they finish their in-flight batch.
+			// Wait for the loops: they finish their in-flight batch. After
+			// a hard stop, a loop that does not return within stuckGrace
+			// is given up: Run must not hang on a Sink that ignores its
+			// context.
+			hard := hctx.Done()
+			var grace <-chan time.Time
 			for len(running) > 0 {
-				d := <-done
-				delete(running, d.id)
-				if d.err != nil && !errors.Is(d.err, context.Canceled) && fatal == nil {
-					fatal = d.err
+				select {
+				case d := <-done:
+					delete(running, d.id)
+					if d.err != nil && !errors.Is(d.err, context.Canceled) && fatal == nil {
+						fatal = d.err
+					}
+				case <-hard:
+					hard = nil
+					timer := time.NewTimer(stuckGrace)
+					defer timer.Stop()
+					grace = timer.C
+				case <-grace:
+					s.seal()
+					stuck := sortedKeys(running)
+					s.l.log.Error("shards did not stop after the hard stop; giving up on them", "shards", stuck, "grace", stuckGrace)
+					return &StuckError{Stream: s.l.cfg.Stream, Shards: stuck}
 				}
 			}
 			return fatal

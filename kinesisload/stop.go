@@ -1,0 +1,84 @@
+package kinesisload
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// stuckGrace is how long Run waits, after a hard stop (its context ended,
+// or Close's did), for the consume loops to return before it gives up on
+// them. A Sink that honours its context returns well within it.
+const stuckGrace = time.Second
+
+// Errors of a stop. They are wrapped by the typed errors below.
+var (
+	// ErrStuck is wrapped by a [StuckError]: a hard stop found a shard
+	// whose delivery did not return.
+	ErrStuck = errors.New("kinesisload: a shard did not stop")
+	// ErrPanicked is wrapped by a [PanicError]: user code (the Sink, a
+	// hook) panicked.
+	ErrPanicked = errors.New("kinesisload: user code panicked")
+)
+
+// StuckError is returned by Run when, after a hard stop, a shard's loop has
+// not returned within a second: typically a Sink's Deliver (or a hook) that
+// ignores its context. Run returns anyway, with the journal closed and its
+// lock released; whatever those loops do later is never committed (a
+// Deliver that returns late is delivered again by the next run).
+// errors.Is(err, ErrStuck) holds, and so does errors.Is for the cause of the
+// stop ([ErrClosed], or the error of Run's context).
+type StuckError struct {
+	Stream string
+	// Shards are the shards whose loops had not returned, sorted.
+	Shards []string
+	// Cause is why Run stopped: ErrClosed, or Run's ctx.Err().
+	Cause error
+}
+
+func (e *StuckError) Error() string {
+	return fmt.Sprintf("kinesisload: stream %s: shard %s did not stop within %v of the hard stop (%v): a Sink's Deliver or a hook ignores its context; "+
+		"Run returned without waiting and commits nothing more for it", e.Stream, strings.Join(e.Shards, ", "), stuckGrace, e.Cause)
+}
+
+// Unwrap returns [ErrStuck] and the cause.
+func (e *StuckError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{ErrStuck}
+	}
+	return []error{ErrStuck, e.Cause}
+}
+
+// PanicError is a panic of user code that the Loader recovered: a Sink's
+// Deliver (the batch is then retried like a refused one, and a Sink that
+// keeps panicking stops Run with this error wrapped) or a hook (logged with
+// the stack, counted, and otherwise ignored: a hook observes, so its panic
+// does not stop the data). errors.Is(err, ErrPanicked) holds, and when the
+// panic's value is an error, errors.Is and errors.As see it too.
+type PanicError struct {
+	// Where names the code that panicked: "the sink", "hook OnBatchDelivered".
+	Where string
+	// Value is what was passed to panic.
+	Value any
+	// Stack is the panicking goroutine's stack trace.
+	Stack []byte
+}
+
+// newPanicError is called from the deferred function that recovered v.
+func newPanicError(where string, v any) *PanicError {
+	return &PanicError{Where: where, Value: v, Stack: debug.Stack()}
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("kinesisload: %s panicked: %v\n%s", e.Where, e.Value, e.Stack)
+}
+
+// Unwrap returns [ErrPanicked], and the panic's value if it is an error.
+func (e *PanicError) Unwrap() []error {
+	if err, ok := e.Value.(error); ok {
+		return []error{ErrPanicked, err}
+	}
+	return []error{ErrPanicked}
+}
