@@ -1,6 +1,7 @@
 package kinesisload
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -39,7 +40,8 @@ type BatchDelivered struct {
 }
 
 // HookShardState is called when a shard's durable state changes,
-// including a new shard's first state (From is 0 then).
+// including a new shard's first state (From is 0 then, which prints and
+// marshals as "NONE").
 type HookShardState interface {
 	OnShardState(ShardStateChanged)
 }
@@ -116,6 +118,16 @@ type Throttled struct {
 	Err             error
 }
 
+// MarshalJSON encodes t with Err as its message: an SDK error may hold
+// values JSON cannot encode (the HTTP request's functions).
+func (t Throttled) MarshalJSON() ([]byte, error) {
+	type plain Throttled
+	return json.Marshal(struct {
+		plain
+		Err string `json:",omitempty"`
+	}{plain(t), errText(t.Err)})
+}
+
 // HookRetry is called before a failed call or delivery is tried again.
 type HookRetry interface {
 	OnRetry(Retry)
@@ -130,6 +142,23 @@ type Retry struct {
 	Attempt int
 	Backoff time.Duration
 	Err     error
+}
+
+// MarshalJSON encodes r with Err as its message, like
+// [Throttled.MarshalJSON].
+func (r Retry) MarshalJSON() ([]byte, error) {
+	type plain Retry
+	return json.Marshal(struct {
+		plain
+		Err string `json:",omitempty"`
+	}{plain(r), errText(r.Err)})
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // HookIteratorRenewed is called when a shard's iterator expired and a new

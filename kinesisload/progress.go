@@ -32,6 +32,7 @@ const (
 )
 
 var stateNames = [...]string{
+	0:                  "NONE",
 	StateDiscovered:    "DISCOVERED",
 	StatePendingParent: "PENDING_PARENT",
 	StateActive:        "ACTIVE",
@@ -39,25 +40,29 @@ var stateNames = [...]string{
 	StateCompleted:     "COMPLETED",
 }
 
-// String returns the state's name, such as "ACTIVE".
+// String returns the state's name, such as "ACTIVE", and "NONE" for the
+// zero ShardState (no state yet: the From of a new shard's first
+// [ShardStateChanged], or "no change" in an update).
 func (s ShardState) String() string {
-	if s == 0 || int(s) >= len(stateNames) {
+	if int(s) >= len(stateNames) {
 		return fmt.Sprintf("ShardState(%d)", uint8(s))
 	}
 	return stateNames[s]
 }
 
-// MarshalText implements [encoding.TextMarshaler].
+// MarshalText implements [encoding.TextMarshaler]: the name of
+// [ShardState.String], "NONE" for the zero ShardState.
 func (s ShardState) MarshalText() ([]byte, error) {
-	if s == 0 || int(s) >= len(stateNames) {
+	if int(s) >= len(stateNames) {
 		return nil, fmt.Errorf("kinesisload: invalid shard state %d", uint8(s))
 	}
 	return []byte(s.String()), nil
 }
 
-// UnmarshalText implements [encoding.TextUnmarshaler].
+// UnmarshalText implements [encoding.TextUnmarshaler]; it accepts what
+// MarshalText gives, in any case.
 func (s *ShardState) UnmarshalText(b []byte) error {
-	for i := StateDiscovered; i <= StateCompleted; i++ {
+	for i := ShardState(0); i <= StateCompleted; i++ {
 		if strings.EqualFold(string(b), stateNames[i]) {
 			*s = i
 			return nil
