@@ -129,7 +129,7 @@ func (p *ShardProgress) UnmarshalJSON(b []byte) error {
 
 // merge returns the progress after applying update u to the stored p. It
 // never moves a shard back: states only advance, and a position is replaced
-// only by one further along (see positionRank). merge is commutative,
+// only by one further along (see further). merge is commutative,
 // associative and idempotent over updates of one shard, so replaying a
 // journal in any order, any number of times, gives the same result.
 func merge(p, u ShardProgress) ShardProgress {
@@ -150,46 +150,28 @@ func merge(p, u ShardProgress) ShardProgress {
 	return out
 }
 
-// positionRank orders positions by how much they say about progress: an
-// unset position, then the symbolic LATEST, then the fixed starts
-// (TRIM_HORIZON, AT_TIMESTAMP), then positions at a record, then SHARD_END.
-func positionRank(p scan.Position) int {
-	switch p.Kind {
-	case scan.KindLatest:
-		return 1
-	case scan.KindTrimHorizon, scan.KindAtTimestamp:
-		return 2
-	case scan.KindAtSequence, scan.KindAfterSequence:
-		return 3
-	case scan.KindShardEnd:
-		return 4
-	}
-	return 0
-}
-
 // further reports whether a is further along than b, so that a stored b
-// may be replaced by a. Between record positions the larger sequence number
-// wins, and AFTER x is further than AT x. Between fixed starts, a time is
-// further than TRIM_HORIZON and a later time further than an earlier one
-// (the Loader never saves two starts for one shard; the order only makes
-// merge commutative).
+// may be replaced by a: an unset position is before LATEST, LATEST before
+// every other position, and those are in the order of [scan.Compare] (a
+// record position is further than a start; the Loader never saves two
+// starts for one shard, the order only makes merge commutative).
 func further(a, b scan.Position) bool {
-	ra, rb := positionRank(a), positionRank(b)
-	if ra != rb {
+	ra, rb := symbolicRank(a), symbolicRank(b)
+	if ra != rb || ra < 2 {
 		return ra > rb
 	}
-	switch ra {
-	case 2:
-		if a.Kind != b.Kind {
-			return a.Kind == scan.KindAtTimestamp
-		}
-		return a.Timestamp.After(b.Timestamp)
-	case 3:
-	default:
-		return false
+	c, err := scan.Compare(a, b)
+	return err == nil && c > 0
+}
+
+// symbolicRank puts the positions scan.Compare refuses first: 0 for an
+// unset position, 1 for LATEST, 2 for every other.
+func symbolicRank(p scan.Position) int {
+	switch p.Kind {
+	case 0:
+		return 0
+	case scan.KindLatest:
+		return 1
 	}
-	if c := scan.CompareSequence(a.Sequence, b.Sequence); c != 0 {
-		return c > 0
-	}
-	return a.Kind == scan.KindAfterSequence && b.Kind == scan.KindAtSequence
+	return 2
 }

@@ -708,37 +708,3 @@ func TestMainProgram(t *testing.T) {
 		}
 	}
 }
-
-func TestComparePositions(t *testing.T) {
-	after := scan.AfterSequence
-	tests := []struct {
-		a, b scan.Position
-		want int
-	}{
-		{after("9"), after("10"), -1},
-		{after("10"), after("10"), 0},
-		{after("11"), after("10"), 1},
-		{after("49590338271490256608559692538361571095921575989136588898"), scan.ShardEnd(), -1},
-		{scan.ShardEnd(), after("1"), 1},
-		{scan.ShardEnd(), scan.ShardEnd(), 0},
-	}
-	for _, tt := range tests {
-		got, err := comparePositions(tt.a, tt.b)
-		if err != nil || sign(got) != tt.want {
-			t.Errorf("comparePositions(%v, %v) = %d, %v; want sign %d", tt.a, tt.b, got, err, tt.want)
-		}
-	}
-	if _, err := comparePositions(scan.TrimHorizon(), after("1")); err == nil {
-		t.Error("comparePositions(TRIM_HORIZON, ...) = nil error, want one: not a checkpoint")
-	}
-}
-
-func sign(n int) int {
-	switch {
-	case n < 0:
-		return -1
-	case n > 0:
-		return 1
-	}
-	return 0
-}

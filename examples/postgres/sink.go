@@ -153,7 +153,7 @@ func (s *Sink) Deliver(ctx context.Context, b kinesisload.Batch) (err error) {
 		if err != nil {
 			return fmt.Errorf("stored checkpoint %q: %w", stored, err)
 		}
-		c, err := comparePositions(prev, b.Checkpoint)
+		c, err := scan.Compare(prev, b.Checkpoint)
 		if err != nil {
 			return err
 		}
@@ -224,34 +224,4 @@ func (s *Sink) Checkpoints(ctx context.Context, stream string) (map[string]scan.
 		return nil, fmt.Errorf("postgres sink: stream %s: loading checkpoints: %w", stream, err)
 	}
 	return out, nil
-}
-
-// comparePositions orders two checkpoints: AFTER_SEQUENCE_NUMBER by
-// sequence number, and SHARD_END after all of them. Other kinds are never
-// stored as checkpoints.
-func comparePositions(a, b scan.Position) (int, error) {
-	rank := func(p scan.Position) (int, error) {
-		switch p.Kind {
-		case scan.KindAfterSequence:
-			return 0, nil
-		case scan.KindShardEnd:
-			return 1, nil
-		}
-		return 0, fmt.Errorf("%v is not a checkpoint", p)
-	}
-	ra, err := rank(a)
-	if err != nil {
-		return 0, err
-	}
-	rb, err := rank(b)
-	if err != nil {
-		return 0, err
-	}
-	if ra != rb {
-		return ra - rb, nil
-	}
-	if ra == 1 {
-		return 0, nil
-	}
-	return scan.CompareSequence(a.Sequence, b.Sequence), nil
 }
