@@ -81,6 +81,14 @@ type Config struct {
 	// SinkBackoff is the first wait before retrying the Sink; it doubles
 	// on each retry up to 30 s, with jitter. Default 1 s.
 	SinkBackoff time.Duration
+	// ResolveStrategy is how the Loader's own [scan.Resolver] finds the
+	// tips that LATEST resolves to: [scan.StrategyProbe] (the zero value,
+	// the default: AT_TIMESTAMP probes, cost growing with the logarithm of
+	// the retained history) or [scan.StrategyFullScan] (reads every
+	// retained record). Both give the same positions. With [WithResolver]
+	// the given Resolver's strategy applies, and New refuses a different
+	// non-zero value here.
+	ResolveStrategy scan.Strategy
 }
 
 // DefaultConfig returns a Config with every default filled in.
@@ -123,6 +131,8 @@ func (c Config) Validate() error {
 		return bad("SinkRetries", c.SinkRetries, "must not be negative")
 	case c.SinkBackoff < 0:
 		return bad("SinkBackoff", c.SinkBackoff, "must not be negative")
+	case c.ResolveStrategy > scan.StrategyFullScan:
+		return bad("ResolveStrategy", c.ResolveStrategy, "unknown strategy")
 	}
 	if c.StartPosition.Kind != 0 {
 		if err := c.StartPosition.Validate(); err != nil {
@@ -213,7 +223,8 @@ func WithStore(s PositionStore) Option {
 	return optionFunc(func(o *options) { o.store = s })
 }
 
-// WithResolver sets the [scan.Resolver] that resolves LATEST positions.
+// WithResolver sets the [scan.Resolver] that resolves LATEST positions;
+// its own strategy applies (see Config.ResolveStrategy).
 // Share one Resolver between every Loader of a process so that its worker
 // budget bounds them all; its QueueSize must then hold the largest batch
 // (the open LATEST shards of a stream), or initialisation fails with

@@ -61,10 +61,16 @@ type HookInitResolved interface {
 // InitResolved describes a finished initialisation.
 type InitResolved struct {
 	Stream string
-	// Resolved is how many LATEST positions were resolved by scanning;
+	// Resolved is how many LATEST positions were resolved, with Strategy;
 	// Reused is how many shards to read kept a position stored by an
 	// earlier run (in the journal or the Sink).
 	Resolved, Reused int
+	// Strategy is the strategy of the Resolver that resolved them
+	// (Config.ResolveStrategy, or that of [WithResolver]'s Resolver).
+	Strategy scan.Strategy
+	// FellBack is how many of the Resolved shards the probe strategy
+	// resolved with a full scan because its probes went unanswered.
+	FellBack int
 	// Positions is where every shard to read (tracked, listed, not yet
 	// COMPLETED) resumes, as journaled. The hook may keep the map.
 	Positions map[string]scan.Position

@@ -68,6 +68,11 @@ func New(cfg Config, opts ...Option) (*Loader, error) {
 	if o.store == nil && cfg.Dir == "" {
 		return nil, fmt.Errorf("%w: Dir = \"\": a journal directory is required unless WithStore is given", ErrInvalidConfig)
 	}
+	if o.resolver != nil && cfg.ResolveStrategy != 0 {
+		if got := o.resolver.Config().Strategy; got != cfg.ResolveStrategy {
+			return nil, fmt.Errorf("%w: ResolveStrategy = %v: the Resolver given with WithResolver uses %v", ErrInvalidConfig, cfg.ResolveStrategy, got)
+		}
+	}
 	hs, err := newHooks(o.hooks)
 	if err != nil {
 		return nil, err
@@ -134,7 +139,7 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 	if resolver == nil {
 		// This Resolver serves only this Loader, so its queue need not
 		// bound anything: it must take a stream's every shard at once.
-		if resolver, err = scan.NewResolver(scan.Config{QueueSize: ownResolverQueue}); err != nil {
+		if resolver, err = scan.NewResolver(scan.Config{QueueSize: ownResolverQueue, Strategy: l.cfg.ResolveStrategy}); err != nil {
 			return err
 		}
 	}

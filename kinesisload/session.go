@@ -110,6 +110,7 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 		return nil, err
 	}
 	pending := t.unresolved()
+	fellBack := 0
 	if len(pending) > 0 {
 		l.log.Info("resolving LATEST", "shards", len(pending))
 		var done atomic.Int64
@@ -138,6 +139,9 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 			return nil, fmt.Errorf("kinesisload: stream %s: initialisation: %w", stream, err)
 		}
 		for _, r := range results {
+			if r.Stats.FellBack {
+				fellBack++
+			}
 			l.log.Debug("resolved", "shard", r.Shard, "position", r.Position, "calls", r.Stats.Calls, "bytes", r.Stats.Bytes)
 			t.nodes[r.Shard].Position = r.Position
 			// Every resolved position goes into the batch, also that of
@@ -172,8 +176,9 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 		}
 	}
 	took := time.Since(began)
-	l.hooks.onInit(InitResolved{Stream: stream, Resolved: len(pending), Reused: reused, Positions: starts, Duration: took})
-	l.log.Info("initialised", "resolved", len(pending), "reused", reused, "reading", len(starts), "took", took)
+	strategy := s.resolver.Config().Strategy
+	l.hooks.onInit(InitResolved{Stream: stream, Resolved: len(pending), Reused: reused, Strategy: strategy, FellBack: fellBack, Positions: starts, Duration: took})
+	l.log.Info("initialised", "resolved", len(pending), "strategy", strategy, "fell_back", fellBack, "reused", reused, "reading", len(starts), "took", took)
 	// The topology may have changed while the batch was resolved (a split
 	// or merge of a shard being scanned): list again before reading.
 	if len(pending) > 0 {

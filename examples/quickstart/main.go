@@ -904,8 +904,15 @@ func newInitHook(out *printer) initHook {
 
 // OnInitResolved implements kinesisload.HookInitResolved.
 func (h initHook) OnInitResolved(e kinesisload.InitResolved) {
-	h.out.printf("   Initialised in %v: %d shard(s) resolved by scanning, %d reused from the journal.\n",
-		e.Duration.Round(10*time.Microsecond), e.Resolved, e.Reused)
+	resolved := "nothing to resolve"
+	if e.Resolved > 0 {
+		resolved = fmt.Sprintf("%d shard(s) resolved by the %s strategy", e.Resolved, e.Strategy)
+		if e.FellBack > 0 {
+			resolved += fmt.Sprintf(" (%d by a full scan, their probes unanswered)", e.FellBack)
+		}
+	}
+	h.out.printf("   Initialised in %v: %s, %d reused from the journal.\n",
+		e.Duration.Round(10*time.Microsecond), resolved, e.Reused)
 	select {
 	case h.done <- e:
 	default:

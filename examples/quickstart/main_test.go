@@ -97,7 +97,7 @@ func checkStory(t *testing.T, out string) {
 	inOrder := []string{
 		"1. A stream with history",
 		"2. A Loader starts at LATEST",
-		"1 shard(s) resolved by scanning, 0 reused from the journal.",
+		"1 shard(s) resolved by the probe strategy, 0 reused from the journal.",
 		"3. New records arrive",
 		"put R4",
 		"put R5",
@@ -108,7 +108,7 @@ func checkStory(t *testing.T, out string) {
 		"GetShardIterator(shardId-000000000000, LATEST) + GetRecords -> 0 records",
 		"the naive consumer skips R4 and R5",
 		"AFTER_SEQUENCE_NUMBER:" + r3[2] + " (just after R3)",
-		"0 shard(s) resolved by scanning, 1 reused from the journal.",
+		"nothing to resolve, 1 reused from the journal.",
 		"sink <- shardId-000000000000: R4 R5\n",
 		"6. A split",
 		"The Sink is busy with the batch that holds R8",
