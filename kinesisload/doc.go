@@ -25,7 +25,16 @@
 // TRIM_HORIZON. ListShards is the source of truth; a ChildShards hint from
 // GetRecords only makes the Loader list sooner. A tracked shard that
 // disappears before it is COMPLETED (its records expired unread) stops the
-// Loader with [ErrLineage].
+// Loader with [ErrLineage]. No run delivers a parent's record after a
+// record of its child: a configuration that would (a selection widened to a
+// parent whose child was already read) is refused with a
+// [ParentAfterChildError] before anything is read, until the parent is
+// started at SHARD_END or named in [Config.OutOfOrderShards].
+//
+// A shard's end is believed only when it is confirmed: an answer without
+// NextShardIterator that carries ChildShards, or ListShards listing the
+// shard closed. Any other answer claiming an end, and an empty answer, is
+// retried like a transient error.
 //
 // A consume loop reads one page ahead while the Sink works on the current
 // one, follows empty pages, waits [Config.IdleWait] at the tip, keeps within
@@ -34,6 +43,11 @@
 // record it read. After the Sink accepts a batch, the loop saves
 // AFTER_SEQUENCE_NUMBER of its last record; after the batch that ends a
 // closed shard, COMPLETED and SHARD_END.
+//
+// [Loader.Close] is the graceful stop: batches in flight finish and commit.
+// Cancelling Run's context is the hard stop: they are cancelled and not
+// committed. After a hard stop Run returns within about a second even if a
+// Sink ignores its context ([StuckError]), and commits nothing more.
 //
 // # The guarantee
 //
