@@ -47,6 +47,9 @@ var (
 type JournalStore struct {
 	j     journal.Journal
 	every uint64
+	// partBytes is the largest part of a Save split over several records
+	// (see storebatch.go). Default defaultPartBytes; tests lower it.
+	partBytes int
 
 	mu      sync.Mutex
 	streams map[string]map[string]ShardProgress
@@ -66,10 +69,21 @@ var _ PositionStore = (*JournalStore)(nil)
 // before it takes a snapshot.
 const DefaultSnapshotEvery = 4096
 
-// storeRecord is one Save in the journal.
+// storeRecord is one Save in the journal, one part of a Save too large for
+// one record, the commit of such a Save, or a prune (see storebatch.go).
+// A record with none of the batch fields is a whole Save, as every record
+// was before batches existed.
 type storeRecord struct {
 	Stream  string          `json:"stream"`
-	Updates []ShardProgress `json:"updates"`
+	Updates []ShardProgress `json:"updates,omitempty"`
+	// Batch names the Save a part belongs to; Part numbers it from 1.
+	Batch string `json:"batch,omitempty"`
+	Part  int    `json:"part,omitempty"`
+	// Commit names the Save whose Parts parts it publishes.
+	Commit string `json:"commit,omitempty"`
+	Parts  int    `json:"parts,omitempty"`
+	// Prune lists shards whose progress is dropped.
+	Prune []string `json:"prune,omitempty"`
 }
 
 // storeSnapshot is the whole state.
@@ -85,7 +99,7 @@ func NewJournalStore(ctx context.Context, j journal.Journal, snapshotEvery uint6
 	if snapshotEvery == 0 {
 		snapshotEvery = DefaultSnapshotEvery
 	}
-	s := &JournalStore{j: j, every: snapshotEvery}
+	s := &JournalStore{j: j, every: snapshotEvery, partBytes: defaultPartBytes}
 	if err := s.replay(ctx); err != nil {
 		return nil, err
 	}
@@ -97,6 +111,9 @@ func NewJournalStore(ctx context.Context, j journal.Journal, snapshotEvery uint6
 // construction, and by a resync under s.mu.
 func (s *JournalStore) replay(ctx context.Context) error {
 	fresh := &JournalStore{streams: map[string]map[string]ShardProgress{}}
+	// Parts of batches whose commit has not been replayed yet; those
+	// never committed are dropped at the end.
+	parts := map[string][]storeRecord{}
 	err := s.j.Replay(ctx, func(e journal.Entry) error {
 		if e.Snapshot {
 			var snap storeSnapshot
@@ -112,7 +129,9 @@ func (s *JournalStore) replay(ctx context.Context) error {
 			if err := json.Unmarshal(e.Data, &rec); err != nil {
 				return fmt.Errorf("%w: record %d: %v", ErrStoreCorrupt, e.Index, err)
 			}
-			fresh.apply(rec)
+			if err := fresh.replayRecord(e.Index, rec, parts); err != nil {
+				return err
+			}
 		}
 		fresh.done = e.Index
 		return nil
@@ -133,6 +152,9 @@ func (s *JournalStore) apply(rec storeRecord) {
 	for _, u := range rec.Updates {
 		shards[u.ShardID] = merge(shards[u.ShardID], u)
 	}
+	for _, id := range rec.Prune {
+		delete(shards, id)
+	}
 }
 
 // Load implements [PositionStore].
@@ -151,7 +173,9 @@ func (s *JournalStore) Load(ctx context.Context, stream string) (map[string]Shar
 }
 
 // Save implements [PositionStore]. Concurrent saves share the journal's
-// fsync.
+// fsync. A Save too large for one journal record is written as several
+// part records followed by one commit record; replay applies the parts
+// only when their commit is there, so the Save stays all or nothing.
 func (s *JournalStore) Save(ctx context.Context, stream string, updates []ShardProgress) error {
 	if len(updates) == 0 {
 		return nil
@@ -166,28 +190,33 @@ func (s *JournalStore) Save(ctx context.Context, stream string, updates []ShardP
 			}
 		}
 	}
-	rec := storeRecord{Stream: stream, Updates: updates}
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("kinesisload: save to stream %s: %w", stream, err)
-	}
+	return s.write(ctx, stream, storeRecord{Stream: stream, Updates: updates})
+}
+
+// write makes rec durable, as one record or as parts and a commit, applies
+// it to the state and takes a snapshot when one is due.
+func (s *JournalStore) write(ctx context.Context, stream string, rec storeRecord) error {
 	s.mu.Lock()
 	s.inflight++
+	limit := s.partBytes
 	s.mu.Unlock()
-	idx, err := s.j.Append(ctx, data)
+	indexes, err := s.appendRecord(ctx, rec, limit)
 	s.mu.Lock()
 	s.inflight--
 	if err != nil {
 		// The outcome is unknown: the record may be durable under an
 		// index this store will never see acknowledged, which would hold
-		// every later snapshot back. Rebuild from the journal once no
-		// other Save is in flight.
+		// every later snapshot back (so would the parts of a batch whose
+		// commit failed). Rebuild from the journal once no other Save is
+		// in flight.
 		s.stale = true
 		s.mu.Unlock()
 		return fmt.Errorf("kinesisload: save to stream %s: %w", stream, err)
 	}
 	s.apply(rec)
-	s.applied[idx] = true
+	for _, idx := range indexes {
+		s.applied[idx] = true
+	}
 	for s.applied[s.done+1] {
 		delete(s.applied, s.done+1)
 		s.done++
