@@ -162,6 +162,9 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	if err := s.save(ctx, t, updates); err != nil {
 		return nil, err
 	}
+	if err := s.prune(ctx, t); err != nil {
+		return nil, err
+	}
 	// From now on a new shard is born after the start: TRIM_HORIZON.
 	t.initial, t.resolving = false, false
 	starts := map[string]scan.Position{}
@@ -229,7 +232,10 @@ func (s *session) refresh(ctx context.Context, t *topology) error {
 	if err := s.save(ctx, t, updates); err != nil {
 		return err
 	}
-	return s.save(ctx, t, t.activate())
+	if err := s.save(ctx, t, t.activate()); err != nil {
+		return err
+	}
+	return s.prune(ctx, t)
 }
 
 // schedule runs one consume loop per runnable shard, starts children when

@@ -422,9 +422,18 @@ func printTree(p *printer, progress map[string]kinesisload.ShardProgress) {
 //
 // A snapshot's state is {"streams":{"orders":{"shardId-...":{...}}}}; the
 // state printed comes from kinesisload.JournalStore itself, not from this.
+//
+// A Save too large for one record is several parts ("batch", "part") and a
+// commit ("commit", "parts"): its parts count only once the commit is
+// there. A record with "prune" drops shards that Kinesis no longer lists.
 type storeRecord struct {
 	Stream  string                      `json:"stream"`
 	Updates []kinesisload.ShardProgress `json:"updates"`
+	Batch   string                      `json:"batch"`
+	Part    int                         `json:"part"`
+	Commit  string                      `json:"commit"`
+	Parts   int                         `json:"parts"`
+	Prune   []string                    `json:"prune"`
 }
 
 // printRecords prints the last journal records, decoded.
@@ -454,6 +463,14 @@ func printRecords(p *printer, r replayed) {
 			continue
 		}
 		p.printf("  #%d  stream %s\n", e.index, r.Stream)
+		switch {
+		case r.Batch != "":
+			p.printf("        part %d of batch %s (applied only with its commit)\n", r.Part, r.Batch)
+		case r.Commit != "":
+			p.printf("        commit of batch %s (%d parts)\n", r.Commit, r.Parts)
+		case len(r.Prune) > 0:
+			p.printf("        pruned %s\n", strings.Join(r.Prune, ", "))
+		}
 		for _, u := range r.Updates {
 			parts := []string{u.ShardID}
 			if u.State != 0 {
