@@ -31,8 +31,8 @@
 //  1. kinesisload.New validates the configuration.
 //  2. Loader.Run loads the journal, lists the shards, resolves every LATEST
 //     with a scan.Resolver (a bounded worker pool shared by the process,
-//     reading only the recent end of each shard), journals the batch as one
-//     record, and only then starts one consume loop per shard whose parents
+//     reading only the recent end of each shard), journals the batch in one
+//     atomic step, and only then starts one consume loop per shard whose parents
 //     are complete.
 //  3. Each loop hands records to your kinesisload.Sink and commits the
 //     position after the Sink accepted them.

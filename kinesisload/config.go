@@ -18,6 +18,12 @@ const (
 	DefaultSinkRetries        = 5
 	DefaultSinkBackoff        = time.Second
 	DefaultMaxSinkBackoff     = 30 * time.Second
+	// DefaultMaxBufferedBytes is the default Config.MaxBufferedBytes:
+	// 256 MiB.
+	DefaultMaxBufferedBytes = 256 << 20
+	// DefaultMaxConcurrentDeliveries is the default
+	// Config.MaxConcurrentDeliveries.
+	DefaultMaxConcurrentDeliveries = 64
 )
 
 // ErrInvalidConfig is wrapped by every error of [Config.Validate] and [New].
@@ -89,6 +95,24 @@ type Config struct {
 	// the given Resolver's strategy applies, and New refuses a different
 	// non-zero value here.
 	ResolveStrategy scan.Strategy
+	// MaxBufferedBytes bounds the memory of the records the Loader holds
+	// across all its shards: pages fetched ahead and pages in the Sink.
+	// A record counts its data, partition key and sequence number plus
+	// 192 bytes. Before each GetRecords call a shard reserves the largest
+	// page Kinesis can return (10 MiB, plus 192 bytes per record of
+	// RecordsPerCall) and gives back what its page did not use; the page's
+	// share is given back when Deliver returns (a Sink that keeps
+	// Record.Data keeps memory this bound does not count). Shards wait for
+	// the budget in turn, so none starves; a budget smaller than one
+	// reservation still works, one call at a time. Default 256 MiB: a
+	// thousand shards stay under 512 MiB of RSS with a slow Sink, and each
+	// shard still reads its 2 MiB/s while the Sink keeps up.
+	MaxBufferedBytes int64
+	// MaxConcurrentDeliveries bounds the Deliver calls in progress at
+	// once across all shards (one shard never has more than one). A
+	// batch waits its turn, in order; a batch waiting to be retried does
+	// not hold a place. Default 64.
+	MaxConcurrentDeliveries int
 }
 
 // DefaultConfig returns a Config with every default filled in.
@@ -101,6 +125,9 @@ func DefaultConfig() Config {
 		CallTimeout:        DefaultCallTimeout,
 		SinkRetries:        DefaultSinkRetries,
 		SinkBackoff:        DefaultSinkBackoff,
+
+		MaxBufferedBytes:        DefaultMaxBufferedBytes,
+		MaxConcurrentDeliveries: DefaultMaxConcurrentDeliveries,
 	}
 }
 
@@ -133,6 +160,10 @@ func (c Config) Validate() error {
 		return bad("SinkBackoff", c.SinkBackoff, "must not be negative")
 	case c.ResolveStrategy > scan.StrategyFullScan:
 		return bad("ResolveStrategy", c.ResolveStrategy, "unknown strategy")
+	case c.MaxBufferedBytes < 0:
+		return bad("MaxBufferedBytes", c.MaxBufferedBytes, "must not be negative (0 means the default)")
+	case c.MaxConcurrentDeliveries < 0:
+		return bad("MaxConcurrentDeliveries", c.MaxConcurrentDeliveries, "must not be negative (0 means the default)")
 	}
 	if c.StartPosition.Kind != 0 {
 		if err := c.StartPosition.Validate(); err != nil {
@@ -184,6 +215,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SinkBackoff == 0 {
 		c.SinkBackoff = d.SinkBackoff
+	}
+	if c.MaxBufferedBytes == 0 {
+		c.MaxBufferedBytes = d.MaxBufferedBytes
+	}
+	if c.MaxConcurrentDeliveries == 0 {
+		c.MaxConcurrentDeliveries = d.MaxConcurrentDeliveries
 	}
 	return c
 }

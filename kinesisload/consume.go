@@ -55,6 +55,7 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 			},
 		},
 	}
+	rc.buffer = l.buffered
 	if l.opt.tune != nil {
 		l.opt.tune(&rc)
 	}
@@ -74,7 +75,8 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 	}()
 	defer func() {
 		stopReading()
-		for range pages { // let the reader exit
+		for p := range pages { // let the reader exit
+			l.buffered.release(p.held)
 		}
 	}()
 
@@ -82,6 +84,7 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 		fetched := time.Now()
 		if p.end && !c.draining {
 			if err := c.s.saveShard(hctx, ShardProgress{ShardID: c.shard, State: StateDraining}, StateActive); err != nil {
+				l.buffered.release(p.held)
 				return false, err
 			}
 			c.draining = true
@@ -92,7 +95,9 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 			default:
 			}
 		}
-		if err := c.deliver(hctx, p, fetched); err != nil {
+		err := c.deliver(hctx, p, fetched)
+		l.buffered.release(p.held) // the Sink is done with the records
+		if err != nil {
 			return false, err
 		}
 		if p.end {
@@ -140,7 +145,13 @@ func (c *consumer) deliver(ctx context.Context, p page, fetched time.Time) error
 		policy := backoff.Policy{Base: l.cfg.SinkBackoff, Max: DefaultMaxSinkBackoff, Jitter: backoff.EqualJitter}
 		for {
 			attempts++
-			err := deliverSafely(ctx, l.cfg.Sink, b)
+			// One of MaxConcurrentDeliveries; not held while backing off.
+			slot, err := l.deliveries.acquire(ctx, 1)
+			if err != nil {
+				return err
+			}
+			err = deliverSafely(ctx, l.cfg.Sink, b)
+			l.deliveries.release(slot)
 			if err == nil {
 				break
 			}

@@ -13,7 +13,9 @@
 // [TransactionalSink], the Sink's own checkpoints, taking the furthest of the
 // two for every shard), lists the shards, resolves every tracked open shard
 // whose position is LATEST into its tip as one batch, and saves the whole
-// batch as one journal record. Only then does any consume loop start, for
+// batch in one atomic step (one journal record, or for a batch too large
+// for one record several parts that only their commit record publishes).
+// Only then does any consume loop start, for
 // any shard, open or closed: a shard split or merged while its scan was
 // running waits too. If initialisation is paused, closed or cancelled, or a
 // shard fails, nothing of the batch is published.
@@ -25,7 +27,9 @@
 // TRIM_HORIZON. ListShards is the source of truth; a ChildShards hint from
 // GetRecords only makes the Loader list sooner. A tracked shard that
 // disappears before it is COMPLETED (its records expired unread) stops the
-// Loader with [ErrLineage]. No run delivers a parent's record after a
+// Loader with [ErrLineage]; one that disappears after it is COMPLETED is
+// forgotten by a store that is a [Pruner], so the store stays the size of
+// what Kinesis lists. No run delivers a parent's record after a
 // record of its child: a configuration that would (a selection widened to a
 // parent whose child was already read) is refused with a
 // [ParentAfterChildError] before anything is read, until the parent is
@@ -40,7 +44,11 @@
 // one, follows empty pages, waits [Config.IdleWait] at the tip, keeps within
 // five GetRecords calls per second per shard, backs off with jitter when
 // throttled, and replaces an expired iterator with one just after the last
-// record it read. After the Sink accepts a batch, the loop saves
+// record it read. Across all shards, the bytes of records held (pages
+// fetched ahead and pages in the Sink) stay within
+// [Config.MaxBufferedBytes] and the Deliver calls in progress within
+// [Config.MaxConcurrentDeliveries]; shards wait for either in turn. After
+// the Sink accepts a batch, the loop saves
 // AFTER_SEQUENCE_NUMBER of its last record; after the batch that ends a
 // closed shard, COMPLETED and SHARD_END.
 //

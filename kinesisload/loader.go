@@ -41,6 +41,10 @@ type Loader struct {
 	log   *slog.Logger
 	hooks hooks
 	tx    TransactionalSink // cfg.Sink, when it is transactional
+	// buffered bounds the bytes of records held across every shard
+	// (Config.MaxBufferedBytes); deliveries the Deliver calls in progress
+	// (Config.MaxConcurrentDeliveries).
+	buffered, deliveries *budget
 
 	mu       sync.Mutex
 	running  bool
@@ -90,6 +94,8 @@ func New(cfg Config, opts ...Option) (*Loader, error) {
 	l.hooks = hs
 	l.hooks.log, l.hooks.panics = l.log, new(atomic.Int64)
 	l.tx, _ = cfg.Sink.(TransactionalSink)
+	l.buffered = newBudget(l.cfg.MaxBufferedBytes)
+	l.deliveries = newBudget(int64(l.cfg.MaxConcurrentDeliveries))
 	return l, nil
 }
 

@@ -74,6 +74,15 @@ type readerConfig struct {
 	// clock tells time and sleeps: backoff, pacing and idle waits. Default
 	// the real clock.
 	clock backoff.Clock
+	// buffer, shared by every reader of a Loader, bounds the bytes of the
+	// pages they hold: each GetRecords call first reserves maxPage, the
+	// most a page can cost, and gives back what its page did not use; the
+	// page's share goes with it (page.held) and its consumer gives it back.
+	// Nil means no bound.
+	buffer *budget
+	// maxPage is what a GetRecords call reserves from buffer. Default
+	// maxPageBytes plus limit times recordOverhead.
+	maxPage int64
 	// hooks, any of which may be nil.
 	hooks readerHooks
 }
@@ -107,6 +116,9 @@ type page struct {
 	// children are the ChildShards of the end page: a hint to be
 	// confirmed with ListShards.
 	children []types.ChildShard
+	// held is the page's share of the reader's buffer budget, which its
+	// receiver gives back once done with the records.
+	held int64
 }
 
 // reader reads one shard from a start position, in order, and hands the
@@ -168,6 +180,9 @@ func newReader(cfg readerConfig) (*reader, error) {
 	}
 	if cfg.clock == nil {
 		cfg.clock = backoff.System{}
+	}
+	if cfg.maxPage <= 0 {
+		cfg.maxPage = maxPageBytes + int64(cfg.limit)*recordOverhead
 	}
 	return &reader{cfg: cfg, pacer: backoff.NewPacer(cfg.minInterval, cfg.clock)}, nil
 }
@@ -251,7 +266,7 @@ func (r *reader) run(ctx context.Context, out chan<- page) error {
 			}
 			continue
 		}
-		res, err := r.getRecords(ctx, iter)
+		res, held, err := r.getRecords(ctx, iter)
 		if err != nil {
 			if !kerr.IsExpiredIterator(err) || ctx.Err() != nil {
 				return err
@@ -288,16 +303,19 @@ func (r *reader) run(ctx context.Context, out chan<- page) error {
 		}
 		behind := aws.ToInt64(res.MillisBehindLatest)
 		if len(res.Records) > 0 || end {
-			p := page{records: res.Records, millisBehind: behind, end: end}
+			p := page{records: res.Records, millisBehind: behind, end: end, held: held}
 			if end {
 				p.children = res.ChildShards
 			}
 			if err := r.send(ctx, out, p); err != nil {
+				r.cfg.buffer.release(held)
 				return err
 			}
 			if n := len(res.Records); n > 0 {
 				last = aws.ToString(res.Records[n-1].SequenceNumber)
 			}
+		} else {
+			r.cfg.buffer.release(held)
 		}
 		if end {
 			return nil
@@ -383,13 +401,30 @@ func (r *reader) iterator(ctx context.Context, from scan.Position) (string, erro
 
 // getRecords makes one paced GetRecords call, retrying throttling and
 // retryable errors. An expired iterator is returned as is, for run to
-// renew.
-func (r *reader) getRecords(ctx context.Context, iter string) (*kinesis.GetRecordsOutput, error) {
+// renew. It returns the page's share of the buffer budget, which the
+// caller must give back.
+func (r *reader) getRecords(ctx context.Context, iter string) (*kinesis.GetRecordsOutput, int64, error) {
 	in := &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(r.cfg.limit)}
 	var res *kinesis.GetRecordsOutput
-	err := r.do(ctx, "GetRecords", true, func(ctx context.Context) error {
-		out, err := r.cfg.client.GetRecords(ctx, in)
+	var held int64
+	err := r.do(ctx, "GetRecords", true, func(cctx context.Context) error {
+		if r.cfg.buffer != nil {
+			// Reserve the largest page before the call, so that what the
+			// Loader holds never exceeds the budget; the call's own
+			// timeout starts once the reservation is granted.
+			n, err := r.cfg.buffer.acquire(ctx, r.cfg.maxPage)
+			if err != nil {
+				return err
+			}
+			var cancel context.CancelFunc
+			cctx, cancel = context.WithTimeout(ctx, r.cfg.callTimeout)
+			defer cancel()
+			held = n
+		}
+		out, err := r.cfg.client.GetRecords(cctx, in)
 		if err != nil {
+			r.cfg.buffer.release(held)
+			held = 0
 			return err
 		}
 		if out == nil {
@@ -399,7 +434,19 @@ func (r *reader) getRecords(ctx context.Context, iter string) (*kinesis.GetRecor
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	if r.cfg.buffer != nil {
+		// Give back what the page did not use; a page larger than the
+		// reservation (not from Kinesis, which caps pages) is counted.
+		switch cost := pageCost(res.Records); {
+		case cost < held:
+			r.cfg.buffer.release(held - cost)
+			held = cost
+		case cost > held:
+			r.cfg.buffer.force(cost - held)
+			held = cost
+		}
 	}
 	var bytes int64
 	for i := range res.Records {
@@ -412,7 +459,7 @@ func (r *reader) getRecords(ctx context.Context, iter string) (*kinesis.GetRecor
 	if h := r.cfg.hooks.onFetch; h != nil {
 		h(r.cfg.shard, len(res.Records), bytes, aws.ToInt64(res.MillisBehindLatest))
 	}
-	return res, nil
+	return res, held, nil
 }
 
 // do calls fn, with the per-call timeout, until it succeeds, fails for
