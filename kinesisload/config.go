@@ -19,8 +19,8 @@ const (
 	DefaultSinkBackoff        = time.Second
 	DefaultMaxSinkBackoff     = 30 * time.Second
 	// DefaultMaxBufferedBytes is the default Config.MaxBufferedBytes:
-	// 256 MiB.
-	DefaultMaxBufferedBytes = 256 << 20
+	// 128 MiB.
+	DefaultMaxBufferedBytes = 128 << 20
 	// DefaultMaxConcurrentDeliveries is the default
 	// Config.MaxConcurrentDeliveries.
 	DefaultMaxConcurrentDeliveries = 64
@@ -104,9 +104,11 @@ type Config struct {
 	// share is given back when Deliver returns (a Sink that keeps
 	// Record.Data keeps memory this bound does not count). Shards wait for
 	// the budget in turn, so none starves; a budget smaller than one
-	// reservation still works, one call at a time. Default 256 MiB: a
-	// thousand shards stay under 512 MiB of RSS with a slow Sink, and each
-	// shard still reads its 2 MiB/s while the Sink keeps up.
+	// reservation still works, one page at a time. The Go heap holds up to
+	// about twice what is counted before the garbage collector runs
+	// (GOGC=100). Default 128 MiB: a thousand busy shards with a slow Sink
+	// stay under 512 MiB of RSS, and a shard still reads its 2 MiB/s while
+	// the Sink keeps up (see BENCHMARKS.md).
 	MaxBufferedBytes int64
 	// MaxConcurrentDeliveries bounds the Deliver calls in progress at
 	// once across all shards (one shard never has more than one). A
