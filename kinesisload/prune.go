@@ -69,7 +69,7 @@ func (t *topology) keepTracking(cand map[string]bool) {
 	for changed := true; changed; {
 		changed = false
 		for id, n := range t.nodes {
-			if cand[id] || !t.tracked(id) || t.trackedWithout(id, cand, 0) {
+			if cand[id] || !t.tracked(id) || t.trackedWithout(id, cand) {
 				continue
 			}
 			// Keep every candidate ancestor of n: conservative, and
@@ -84,22 +84,6 @@ func (t *topology) keepTracking(cand map[string]bool) {
 	}
 }
 
-// trackedWithout is tracked on the topology without the shards in gone.
-func (t *topology) trackedWithout(id string, gone map[string]bool, depth int) bool {
-	if _, ok := t.selected[id]; ok {
-		return true
-	}
-	n := t.nodes[id]
-	if n == nil || gone[id] || depth > 10000 {
-		return false
-	}
-	for _, p := range n.Parents {
-		if t.trackedWithout(p, gone, depth+1) {
-			return true
-		}
-	}
-	return false
-}
 
 // ancestors returns the IDs of every known ancestor of n.
 func (t *topology) ancestors(n *node) []string {

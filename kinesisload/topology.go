@@ -95,23 +95,27 @@ func newTopology(stream string, start scan.Position, selected map[string]scan.Po
 // tracked reports whether the Loader reads shard id: every shard when no
 // selection is given, else a selected shard or a descendant of one.
 func (t *topology) tracked(id string) bool {
-	return t.trackedDepth(id, 0)
+	return t.selected == nil || t.trackedWithout(id, nil)
 }
 
-func (t *topology) trackedDepth(id string, depth int) bool {
-	if t.selected == nil {
-		return true
-	}
-	if _, ok := t.selected[id]; ok {
-		return true
-	}
-	n := t.nodes[id]
-	if n == nil || depth > 10000 {
-		return false
-	}
-	for _, p := range n.Parents {
-		if t.trackedDepth(p, depth+1) {
+// trackedWithout tells whether id or one of its ancestors is selected,
+// walking the lineage without the shards in gone. Each shard is visited
+// once, however many paths lead to it through merges.
+func (t *topology) trackedWithout(id string, gone map[string]bool) bool {
+	seen := map[string]bool{}
+	queue := []string{id}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if seen[cur] || gone[cur] {
+			continue
+		}
+		seen[cur] = true
+		if _, ok := t.selected[cur]; ok {
 			return true
+		}
+		if n := t.nodes[cur]; n != nil {
+			queue = append(queue, n.Parents...)
 		}
 	}
 	return false
@@ -244,18 +248,26 @@ func (t *topology) checkOrder() error {
 
 // cmpDepth orders shards by the length of their known ancestry.
 func cmpDepth(t *topology, a, b string) int {
-	return t.depth(a, 0) - t.depth(b, 0)
+	return t.depth(a, map[string]int{}) - t.depth(b, map[string]int{})
 }
 
-func (t *topology) depth(id string, d int) int {
-	n := t.nodes[id]
-	if n == nil || d > 10000 {
+// depth returns the number of generations above id (0 for a shard with no
+// known parent). memo holds the depths computed so far, so that each shard
+// is computed once however many merge paths lead to it.
+func (t *topology) depth(id string, memo map[string]int) int {
+	if d, ok := memo[id]; ok {
 		return d
 	}
-	best := d
-	for _, p := range n.Parents {
-		best = max(best, t.depth(p, d+1))
+	memo[id] = 0 // a cycle (never in Kinesis) ends here
+	n := t.nodes[id]
+	if n == nil {
+		return 0
 	}
+	best := 0
+	for _, p := range n.Parents {
+		best = max(best, t.depth(p, memo)+1)
+	}
+	memo[id] = best
 	return best
 }
 
