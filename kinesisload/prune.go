@@ -84,7 +84,6 @@ func (t *topology) keepTracking(cand map[string]bool) {
 	}
 }
 
-
 // ancestors returns the IDs of every known ancestor of n.
 func (t *topology) ancestors(n *node) []string {
 	var out []string
