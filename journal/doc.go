@@ -74,9 +74,12 @@
 //     knows decisions were lost (see the Loader's handling in package
 //     kinesisload).
 //
-// The one case Open cannot tell from a crash: damage confined to the last
-// batch that also zeroes a whole 512-byte sector of it. Open then
-// truncates that batch as torn, and reports it in Recovery.
+// What Open cannot tell from a crash is damage at the very end of the
+// newest segment that reads as zeros: whole 512-byte sectors zeroed inside
+// the last batch, or zeros from inside a batch's header to the end of the
+// file (which is what a torn write of that batch would leave; the batches
+// after it, zeroed too, cannot be told from its own lost pages). Open then
+// truncates from that batch on, and reports it in Recovery.
 //
 // Journals written in the first format (segments of bare frames, no
 // batches) open as before and are never appended to again: Open starts a
