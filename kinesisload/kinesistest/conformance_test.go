@@ -64,6 +64,14 @@ const (
 	// shard), not InvalidArgumentException. Found by this suite; not (yet)
 	// in EMULATORS.md.
 	quirkSequenceNumberUnchecked
+	// quirkForeignSequenceAccepted: GetShardIterator accepts, on a stream
+	// deleted and created again under the same name, a sequence number of
+	// the deleted stream. Found by this suite; not (yet) in EMULATORS.md.
+	quirkForeignSequenceAccepted
+	// quirkCreationSeconds: StreamCreationTimestamp has whole seconds, so
+	// a stream deleted and created again within one second looks the same.
+	// Found by this suite; not (yet) in EMULATORS.md.
+	quirkCreationSeconds
 )
 
 // target is one implementation of kinesistest.API under test.
@@ -88,6 +96,8 @@ var targets = []target{
 			quirkSequenceNumberUnchecked: "kinesis-local 0.6.2 answers a StartingSequenceNumber that is not one of the shard's " +
 				"with ResourceNotFoundException (\"Unable to find record with provided SequenceNumber\"), not InvalidArgumentException",
 			quirkAtTrimHorizonAll: "kinesis-local 0.6.2 answers ShardFilter AT_TRIM_HORIZON with every retained shard, like FROM_TRIM_HORIZON, where Kinesis documents only the shards open at the trim horizon",
+			quirkForeignSequenceAccepted: "kinesis-local 0.6.2 accepts, on a stream deleted and created again under the same name, " +
+				"a StartingSequenceNumber of the deleted stream, where Kinesis refuses it (InvalidArgumentException: it did not come from this stream)",
 		},
 		open: func(t *testing.T) kinesistest.API {
 			return emulator.Start(t, emulator.KinesisLocal).Client
@@ -100,6 +110,7 @@ var targets = []target{
 			quirkNoChildShards:    "kinesalite 3.3.3 never returns ChildShards in GetRecords",
 			quirkListShardsPaging: "kinesalite 3.3.3 ignores ListShards MaxResults and NextToken",
 			quirkShardFilter:      "kinesalite 3.3.3 ignores ListShards ShardFilter",
+			quirkCreationSeconds:  "kinesalite 3.3.3 reports StreamCreationTimestamp in whole seconds",
 			quirkAtTimestampPastTipHangs: "kinesalite 3.3.3 never answers GetShardIterator AT_TIMESTAMP when no record arrived at or after the timestamp " +
 				"(the request hangs until the client gives up)",
 		},
@@ -127,6 +138,7 @@ var cases = []struct {
 	{"UnknownStream", testUnknownStream},
 	{"InvalidIterator", testInvalidIterator},
 	{"InvalidStartingSequenceNumber", testInvalidStartingSequence},
+	{"RecreatedStream", testRecreatedStream},
 }
 
 // TestConformance starts each target once and runs every case against it,
@@ -1040,4 +1052,94 @@ func testInvalidStartingSequence(t *testing.T, e *env) {
 			}
 		})
 	}
+}
+
+// testRecreatedStream: a stream deleted and created again under the same
+// name is another stream. DescribeStreamSummary gives it a later
+// StreamCreationTimestamp (the ARN is built from the name, so the pair of
+// the two identifies a stream), its shard IDs start at shardId-000000000000
+// again, and it holds none of the old stream's records.
+func testRecreatedStream(t *testing.T, e *env) {
+	ctx := e.ctx(t)
+	stream := e.createStream(t, ctx, 1)
+	describe := func() *types.StreamDescriptionSummary {
+		t.Helper()
+		out, err := e.api.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+		if err != nil {
+			t.Fatalf("DescribeStreamSummary(%s): %v", stream, err)
+		}
+		d := out.StreamDescriptionSummary
+		if d == nil || d.StreamARN == nil || d.StreamCreationTimestamp == nil {
+			t.Fatalf("DescribeStreamSummary(%s) = %+v: want StreamARN and StreamCreationTimestamp", stream, d)
+		}
+		if !strings.HasSuffix(*d.StreamARN, ":stream/"+stream) {
+			t.Errorf("StreamARN %s does not name stream %s", *d.StreamARN, stream)
+		}
+		return d
+	}
+	before := describe()
+	oldSeq := aws.ToString(e.put(t, ctx, stream, "old", nil).SequenceNumber)
+
+	if _, err := e.api.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(stream)}); err != nil {
+		t.Fatalf("DeleteStream(%s): %v", stream, err)
+	}
+	// The emulators delete in the background: wait until the name is free.
+	for {
+		_, err := e.api.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+		var nf *types.ResourceNotFoundException
+		if errors.As(err, &nf) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("stream %s still there after DeleteStream: %v", stream, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := e.api.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(1)}); err != nil {
+		t.Fatalf("CreateStream(%s) again: %v", stream, err)
+	}
+	e.waitActive(t, ctx, stream)
+	after := describe()
+
+	for _, d := range []*types.StreamDescriptionSummary{before, after} {
+		if c := *d.StreamCreationTimestamp; !c.Equal(c.Truncate(time.Millisecond)) {
+			t.Errorf("StreamCreationTimestamp %v has more than millisecond precision, which the API does not carry", c)
+		}
+	}
+	switch c0, c1 := *before.StreamCreationTimestamp, *after.StreamCreationTimestamp; {
+	case c1.After(c0):
+	case c1.Equal(c0) && e.target.quirks[quirkCreationSeconds] != "":
+		t.Logf("both streams were created at %v: quirk of %s: %s", c0, e.target.name, e.target.quirks[quirkCreationSeconds])
+	default:
+		t.Errorf("StreamCreationTimestamp of the re-created stream = %v, want after the first one's %v", c1, c0)
+	}
+	t.Logf("%s: first %s created %v; again %s created %v", e.target.name,
+		*before.StreamARN, before.StreamCreationTimestamp.UTC().Format(time.RFC3339Nano),
+		*after.StreamARN, after.StreamCreationTimestamp.UTC().Format(time.RFC3339Nano))
+
+	shards := e.listShards(t, ctx, stream)
+	if got := ids(shards); !slices.Equal(got, []string{"shardId-000000000000"}) {
+		t.Fatalf("shards of the re-created stream = %v, want [shardId-000000000000]", got)
+	}
+	const shard = "shardId-000000000000"
+	if recs, _, _ := e.readOpen(t, ctx, e.iter(t, ctx, stream, shard, types.ShardIteratorTypeTrimHorizon), 0, 0); len(recs) != 0 {
+		t.Errorf("the re-created stream holds the old stream's records %q", data(recs))
+	}
+	e.put(t, ctx, stream, "new", nil)
+	recs, _, _ := e.readOpen(t, ctx, e.iter(t, ctx, stream, shard, types.ShardIteratorTypeTrimHorizon), 1, 0)
+	if got := data(recs); !slices.Equal(got, []string{"new"}) {
+		t.Errorf("the re-created stream holds %q, want [new]", got)
+	}
+
+	// The old stream's sequence number is not one of the new shard's:
+	// Kinesis (and kinesalite) say it "did not come from this stream".
+	t.Run("old sequence number refused", func(t *testing.T) {
+		e.skipFor(t, quirkForeignSequenceAccepted)
+		_, err := e.api.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: aws.String(stream), ShardId: aws.String(shard),
+			ShardIteratorType: types.ShardIteratorTypeAfterSequenceNumber, StartingSequenceNumber: aws.String(oldSeq)})
+		var ia *types.InvalidArgumentException
+		if !errors.As(err, &ia) {
+			t.Errorf("GetShardIterator AFTER_SEQUENCE_NUMBER of the old stream's record = %v (%T), want *types.InvalidArgumentException", err, err)
+		}
+	})
 }

@@ -46,6 +46,12 @@ type Fake struct {
 	faults   []*faultEntry
 	calls    map[Op]int
 	faultSeq uint64
+
+	// past remembers, by name, the deleted streams, so that a stream
+	// re-created under the same name is a new stream, as in Kinesis: a
+	// later creation timestamp, and sequence numbers above every number
+	// the deleted one handed out (Kinesis refuses them on the new shards).
+	past map[string]pastStream
 }
 
 var _ API = (*Fake)(nil)
@@ -72,6 +78,7 @@ func New(opts ...Option) *Fake {
 		streams: make(map[string]*stream),
 		byID:    make(map[uint64]*stream),
 		calls:   make(map[Op]int),
+		past:    make(map[string]pastStream),
 	}
 	// crypto/rand.Read never returns an error on supported platforms.
 	_, _ = rand.Read(f.key[:])
@@ -91,6 +98,12 @@ type stream struct {
 	shards      []*shard // index == shard number
 	seq         uint64   // last sequence counter handed out
 	lastArrival time.Time
+}
+
+// pastStream is what the fake keeps of a deleted stream.
+type pastStream struct {
+	created time.Time // its creation timestamp
+	seq     uint64    // the last sequence counter it handed out
 }
 
 type shard struct {

@@ -17,7 +17,8 @@ import (
 // AFTER_SEQUENCE_NUMBER at or just after a sequence number of this shard
 // (at the oldest retained record if that one has expired). The iterator is
 // valid for 300 s on the fake's clock. A sequence number of another shard
-// or an unknown type gives *types.InvalidArgumentException; an unknown
+// (also of a deleted stream of the same name) or an unknown type gives
+// *types.InvalidArgumentException; an unknown
 // stream or shard gives *types.ResourceNotFoundException; a shard over
 // [Limits.GetShardIteratorPerSecond] gives
 // *types.ProvisionedThroughputExceededException.
@@ -64,6 +65,12 @@ func (f *Fake) GetShardIterator(ctx context.Context, in *kinesis.GetShardIterato
 		n, idx, ok := parseSeq(seq)
 		if !ok || idx != s.index {
 			return nil, errInvalidArgument("StartingSequenceNumber %s used in GetShardIterator on shard %s in stream %s under account %s is invalid.", seq, s.id, st.name, f.cfg.account)
+		}
+		// A number below the shard's first was never this shard's: it
+		// belongs to a stream deleted before this one was created under
+		// the same name.
+		if n < s.startSeq {
+			return nil, errInvalidArgument("StartingSequenceNumber %s used in GetShardIterator on shard %s in stream %s under account %s is invalid because it did not come from this stream.", seq, s.id, st.name, f.cfg.account)
 		}
 		from = n
 		if typ == types.ShardIteratorTypeAfterSequenceNumber {

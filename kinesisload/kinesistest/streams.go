@@ -3,6 +3,7 @@ package kinesistest
 import (
 	"context"
 	"math/big"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -51,7 +52,19 @@ func (f *Fake) CreateStream(ctx context.Context, in *kinesis.CreateStreamInput, 
 	}
 	now := f.now()
 	f.nextID++
-	st := &stream{id: f.nextID, name: name, arn: f.streamARN(name), created: now}
+	// The API carries the creation timestamp in milliseconds.
+	st := &stream{id: f.nextID, name: name, arn: f.streamARN(name), created: now.Truncate(time.Millisecond)}
+	if old, ok := f.past[name]; ok {
+		// A new stream of an old name: Kinesis gives it the same ARN but
+		// a later creation timestamp (even on a clock that has not
+		// moved), and its shard IDs start at shardId-000000000000 again.
+		// Its sequence numbers continue above the old stream's, so that
+		// an old number is refused.
+		if !st.created.After(old.created) {
+			st.created = old.created.Add(time.Millisecond)
+		}
+		st.seq = old.seq
+	}
 	step := new(big.Int).Div(new(big.Int).Lsh(big.NewInt(1), 128), big.NewInt(int64(n)))
 	for i := 0; i < n; i++ {
 		lo := new(big.Int).Mul(step, big.NewInt(int64(i)))
@@ -68,7 +81,11 @@ func (f *Fake) CreateStream(ctx context.Context, in *kinesis.CreateStreamInput, 
 
 // DeleteStream deletes a stream and its records at once. Iterators of the
 // stream then fail with *types.ResourceNotFoundException, even if a stream
-// of the same name is created again.
+// of the same name is created again. A stream created again under the name
+// is a new stream, as in Kinesis: the same ARN, a later
+// StreamCreationTimestamp, shard IDs from shardId-000000000000 again, and
+// sequence numbers the old stream's shards never handed out, so that the
+// old ones are refused.
 func (f *Fake) DeleteStream(ctx context.Context, in *kinesis.DeleteStreamInput, _ ...func(*kinesis.Options)) (*kinesis.DeleteStreamOutput, error) {
 	if in == nil {
 		in = &kinesis.DeleteStreamInput{}
@@ -80,11 +97,14 @@ func (f *Fake) DeleteStream(ctx context.Context, in *kinesis.DeleteStreamInput, 
 	defer f.mu.Unlock()
 	delete(f.streams, st.name)
 	delete(f.byID, st.id)
+	f.past[st.name] = pastStream{created: st.created, seq: st.seq}
 	return &kinesis.DeleteStreamOutput{}, nil
 }
 
 // DescribeStreamSummary describes a stream: always ACTIVE, its open shard
-// count, retention and ARN.
+// count, retention, ARN and creation timestamp. The ARN and the creation
+// timestamp together identify the stream: a stream deleted and created
+// again under the same name has the same ARN and a later timestamp.
 func (f *Fake) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
 	if in == nil {
 		in = &kinesis.DescribeStreamSummaryInput{}

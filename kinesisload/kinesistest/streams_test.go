@@ -2,6 +2,8 @@ package kinesistest
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -200,5 +202,52 @@ func TestCancelledContextFailsEveryCall(t *testing.T) {
 	out, err := f.ListShards(context.Background(), &kinesis.ListShardsInput{StreamName: name})
 	if err != nil || len(out.Shards) != 1 {
 		t.Errorf("stream changed by cancelled calls: %v, %v", out, err)
+	}
+}
+
+// A stream deleted and created again under the same name, at the same
+// instant on a clock that does not move, is still another stream: a later
+// creation timestamp, shard IDs from shardId-000000000000, and the old
+// stream's sequence numbers refused on the new shards.
+func TestRecreatedStreamIsAnotherStream(t *testing.T) {
+	x := newFixture(t, 1)
+	ctx := context.Background()
+	describe := func() *types.StreamDescriptionSummary {
+		t.Helper()
+		out, err := x.f.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String("s")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.StreamDescriptionSummary
+	}
+	before := describe()
+	oldSeq := x.put("0", "old")
+	if _, err := x.f.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String("s")}); err != nil {
+		t.Fatal(err)
+	}
+	NewStream(t, x.f, "s", 1)
+	after := describe()
+	if *after.StreamARN != *before.StreamARN {
+		t.Errorf("ARN of the re-created stream = %s, want %s (Kinesis builds it from the name)", *after.StreamARN, *before.StreamARN)
+	}
+	if want := before.StreamCreationTimestamp.Add(time.Millisecond); !after.StreamCreationTimestamp.Equal(want) {
+		t.Errorf("creation timestamp of the re-created stream = %v, want %v (1 ms after the first, as the clock did not move)", *after.StreamCreationTimestamp, want)
+	}
+	if got := x.listShards(nil); len(got) != 1 || *got[0].ShardId != shard0 {
+		t.Errorf("shards of the re-created stream = %v, want [%s]", got, shard0)
+	}
+	newSeq := x.put("0", "new")
+	if len(newSeq) != len(oldSeq) || newSeq <= oldSeq { // 56 digits each: text order is number order
+		t.Errorf("the re-created stream's first sequence number %s is not above the old stream's %s", newSeq, oldSeq)
+	}
+	for _, typ := range []types.ShardIteratorType{types.ShardIteratorTypeAtSequenceNumber, types.ShardIteratorTypeAfterSequenceNumber} {
+		_, err := x.iterErr(shard0, typ, oldSeq, nil)
+		var ia *types.InvalidArgumentException
+		if !errors.As(err, &ia) || !strings.Contains(err.Error(), "did not come from this stream") {
+			t.Errorf("GetShardIterator %s of the old stream's number = %v, want InvalidArgumentException: ... did not come from this stream", typ, err)
+		}
+	}
+	if _, err := x.iterErr(shard0, types.ShardIteratorTypeAtSequenceNumber, newSeq, nil); err != nil {
+		t.Errorf("GetShardIterator AT_SEQUENCE_NUMBER of the new stream's number: %v", err)
 	}
 }
