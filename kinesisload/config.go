@@ -115,6 +115,14 @@ type Config struct {
 	// batch waits its turn, in order; a batch waiting to be retried does
 	// not hold a place. Default 64.
 	MaxConcurrentDeliveries int
+	// OnStreamRecreated says what Run does when the stream was deleted and
+	// created again under its name since its progress was stored (its
+	// ARN or creation timestamp differs from the journaled ones; checked
+	// on every Run and after every ListShards). Default
+	// [StreamRecreatedStop]: Run stops with a [*StreamMismatchError].
+	// [StreamRecreatedStartOver] archives the old progress and reads the
+	// new stream as on a first run.
+	OnStreamRecreated StreamRecreated
 }
 
 // DefaultConfig returns a Config with every default filled in.
@@ -166,6 +174,8 @@ func (c Config) Validate() error {
 		return bad("MaxBufferedBytes", c.MaxBufferedBytes, "must not be negative (0 means the default)")
 	case c.MaxConcurrentDeliveries < 0:
 		return bad("MaxConcurrentDeliveries", c.MaxConcurrentDeliveries, "must not be negative (0 means the default)")
+	case c.OnStreamRecreated > StreamRecreatedStartOver:
+		return bad("OnStreamRecreated", c.OnStreamRecreated, "must be StreamRecreatedStop or StreamRecreatedStartOver")
 	}
 	if c.StartPosition.Kind != 0 {
 		if err := c.StartPosition.Validate(); err != nil {

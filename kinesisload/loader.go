@@ -188,7 +188,13 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 				se.Cause = ErrClosed // Close's context ended
 			}
 		}
+		var mismatch *StreamMismatchError
 		switch {
+		case errors.As(err, &mismatch) && l.cfg.OnStreamRecreated == StreamRecreatedStartOver && ctx.Err() == nil:
+			// Re-created while it was read: the next session's
+			// initialisation archives the old progress and starts over.
+			l.log.Warn("the stream was re-created while it was read; starting over", "old", mismatch.Stored.String(), "new", mismatch.Current.String())
+			continue
 		case err != nil:
 			return err
 		case ctx.Err() != nil:

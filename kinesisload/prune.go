@@ -30,7 +30,10 @@ const pruneChunk = 4096
 // the next snapshot no longer holds them.
 func (s *JournalStore) Prune(ctx context.Context, stream string, shardIDs []string) error {
 	for ids := range slices.Chunk(shardIDs, pruneChunk) {
-		if err := s.write(ctx, stream, storeRecord{Stream: stream, Prune: ids}); err != nil {
+		s.mu.Lock()
+		gen := s.gen(stream)
+		s.mu.Unlock()
+		if err := s.write(ctx, stream, storeRecord{Stream: stream, Prune: ids, Gen: gen}); err != nil {
 			return err
 		}
 	}

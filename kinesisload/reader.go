@@ -2,6 +2,7 @@ package kinesisload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -396,6 +397,12 @@ func (r *reader) iterator(ctx context.Context, from scan.Position) (string, erro
 		it = aws.ToString(res.ShardIterator)
 		return nil
 	})
+	if ia, ok := errors.AsType[*types.InvalidArgumentException](err); ok &&
+		(from.Kind == scan.KindAtSequence || from.Kind == scan.KindAfterSequence) {
+		return "", r.errorf("Kinesis refuses to resume at %s, the stored position: the sequence number is not one of this shard's. "+
+			"The progress belongs to another stream: was the stream deleted and created again under the same name "+
+			"(see Config.OnStreamRecreated), or the journal or the sink's checkpoints copied from another stream? (GetShardIterator: %w)", from, ia)
+	}
 	return it, err
 }
 

@@ -19,6 +19,9 @@ type session struct {
 	client   scan.Client
 	resolver *scan.Resolver
 	store    PositionStore
+	// identity is the stream's identity, checked at the start of every
+	// initialisation and after every ListShards.
+	identity StreamIdentity
 
 	// commit guards the consume loops' saves against sealed: once set,
 	// Run has given up on stuck loops, and nothing more is saved.
@@ -60,6 +63,12 @@ func (s *session) run(gctx, hctx context.Context, stop context.CancelFunc) error
 func (s *session) initialise(ctx context.Context) (*topology, error) {
 	l, stream := s.l, s.l.cfg.Stream
 	began := time.Now()
+	// Before anything is loaded or stored: the progress must be this
+	// stream's (or is archived here, when the stream was re-created and
+	// Config.OnStreamRecreated says start over).
+	if err := s.establishIdentity(ctx); err != nil {
+		return nil, err
+	}
 	stored, err := s.store.Load(ctx, stream)
 	if err != nil {
 		return nil, fmt.Errorf("kinesisload: stream %s: loading progress: %w", stream, err)
@@ -87,7 +96,7 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	for _, id := range l.cfg.OutOfOrderShards {
 		t.outOfOrder[id] = true
 	}
-	shards, err := s.listShards(ctx)
+	shards, err := s.listShardsChecked(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +230,7 @@ func (s *session) save(ctx context.Context, t *topology, updates []ShardProgress
 // refresh lists the shards, saves the new ones and activates the children
 // whose parents are complete.
 func (s *session) refresh(ctx context.Context, t *topology) error {
-	shards, err := s.listShards(ctx)
+	shards, err := s.listShardsChecked(ctx)
 	if err != nil {
 		return err
 	}
@@ -285,7 +294,7 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 			delete(running, d.id)
 			switch {
 			case d.err != nil && !(errors.Is(d.err, context.Canceled) && gctx.Err() != nil):
-				stop(d.err)
+				stop(s.explain(hctx, d.err))
 			case d.completed && !stopping():
 				t.apply([]ShardProgress{{ShardID: d.id, State: StateCompleted, Position: scan.ShardEnd()}})
 				// A Pause or Close may cancel gctx during this save: that

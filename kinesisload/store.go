@@ -33,6 +33,41 @@ type PositionStore interface {
 	// accumulate.
 	// So Save is idempotent, and updates may be saved in any order.
 	Save(ctx context.Context, stream string, updates []ShardProgress) error
+
+	// Identity returns the identity of the stream whose progress Load
+	// returns: the zero StreamIdentity, not an error, when none is stored
+	// (nothing is stored yet, or the progress was stored before
+	// identities were).
+	Identity(ctx context.Context, stream string) (StreamIdentity, error)
+
+	// SetIdentity durably records id as the identity of stream's
+	// progress. The Loader calls it before it saves anything on a first
+	// run, and once on progress stored without an identity (it adopts the
+	// stream's current one). It does nothing when id is stored already,
+	// and fails with a [*StreamMismatchError], changing nothing, when
+	// another identity is stored: only StartOver replaces one.
+	SetIdentity(ctx context.Context, stream string, id StreamIdentity) error
+
+	// StartOver durably and atomically archives stream's progress with
+	// its identity, and leaves the stream with identity id and no
+	// progress: Load then returns an empty map, as on a first run. The
+	// archived progress is kept, never deleted. A Save of the old
+	// stream's progress that races with StartOver goes to the archive,
+	// not to the new stream. StartOver does nothing when id is the stored
+	// identity already.
+	StartOver(ctx context.Context, stream string, id StreamIdentity) error
+}
+
+// ArchivedProgress is the progress of a stream that was deleted and
+// created again under its name, as StartOver kept it.
+type ArchivedProgress struct {
+	// Identity is the old stream's identity (zero when its progress was
+	// stored before identities were).
+	Identity StreamIdentity `json:"identity,omitzero"`
+	// ReplacedBy is the identity of the stream that replaced it.
+	ReplacedBy StreamIdentity `json:"replaced_by"`
+	// Shards is the old stream's progress, keyed by shard ID.
+	Shards map[string]ShardProgress `json:"shards"`
 }
 
 // Errors of the position store.
@@ -53,6 +88,7 @@ type JournalStore struct {
 
 	mu      sync.Mutex
 	streams map[string]map[string]ShardProgress
+	meta    map[string]*streamMeta
 	// applied holds the indexes applied above done: every index <= done
 	// is applied, so a snapshot at done covers exactly what it says.
 	done     uint64
@@ -70,9 +106,11 @@ var _ PositionStore = (*JournalStore)(nil)
 const DefaultSnapshotEvery = 4096
 
 // storeRecord is one Save in the journal, one part of a Save too large for
-// one record, the commit of such a Save, or a prune (see storebatch.go).
-// A record with none of the batch fields is a whole Save, as every record
-// was before batches existed.
+// one record, the commit of such a Save, a prune (see storebatch.go), or a
+// SetIdentity or StartOver. A record with none of the batch fields is a
+// whole Save, as every record was before batches existed; a record without
+// Gen is of generation 0, as every record was before identities were
+// journaled.
 type storeRecord struct {
 	Stream  string          `json:"stream"`
 	Updates []ShardProgress `json:"updates,omitempty"`
@@ -84,11 +122,31 @@ type storeRecord struct {
 	Parts  int    `json:"parts,omitempty"`
 	// Prune lists shards whose progress is dropped.
 	Prune []string `json:"prune,omitempty"`
+	// Gen is how many times the stream had been started over when the
+	// record was written: updates of an archived generation go to its
+	// archive, never to the stream that replaced it. A commit carries the
+	// Gen of its parts.
+	Gen int `json:"gen,omitempty"`
+	// Identity is the stream's identity, set by SetIdentity and StartOver.
+	Identity *StreamIdentity `json:"identity,omitempty"`
+	// StartOver archives generation Gen and starts generation Gen+1 with
+	// Identity.
+	StartOver bool `json:"start_over,omitempty"`
 }
 
-// storeSnapshot is the whole state.
+// streamMeta is what a JournalStore keeps of a stream besides its
+// progress: its identity and its archives, one per start-over, so that
+// len(Archives) is the current generation.
+type streamMeta struct {
+	Identity StreamIdentity     `json:"identity,omitzero"`
+	Archives []ArchivedProgress `json:"archives,omitempty"`
+}
+
+// storeSnapshot is the whole state. A snapshot written before identities
+// were journaled has no Meta.
 type storeSnapshot struct {
 	Streams map[string]map[string]ShardProgress `json:"streams"`
+	Meta    map[string]*streamMeta              `json:"meta,omitempty"`
 }
 
 // NewJournalStore replays j into memory and returns a store that saves into
@@ -110,7 +168,7 @@ func NewJournalStore(ctx context.Context, j journal.Journal, snapshotEvery uint6
 // state only when it succeeds. Called with no Save in flight: at
 // construction, and by a resync under s.mu.
 func (s *JournalStore) replay(ctx context.Context) error {
-	fresh := &JournalStore{streams: map[string]map[string]ShardProgress{}}
+	fresh := &JournalStore{streams: map[string]map[string]ShardProgress{}, meta: map[string]*streamMeta{}}
 	// Parts of batches whose commit has not been replayed yet; those
 	// never committed are dropped at the end.
 	parts := map[string][]storeRecord{}
@@ -122,6 +180,12 @@ func (s *JournalStore) replay(ctx context.Context) error {
 			}
 			if snap.Streams != nil {
 				fresh.streams = snap.Streams
+			}
+			fresh.meta = map[string]*streamMeta{}
+			for name, m := range snap.Meta {
+				if m != nil {
+					fresh.meta[name] = m
+				}
 			}
 			fresh.lastSnap = e.Index
 		} else {
@@ -139,15 +203,38 @@ func (s *JournalStore) replay(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kinesisload: replaying the journal: %w", err)
 	}
-	s.streams, s.done, s.lastSnap, s.applied = fresh.streams, fresh.done, fresh.lastSnap, map[uint64]bool{}
+	s.streams, s.meta, s.done, s.lastSnap, s.applied = fresh.streams, fresh.meta, fresh.done, fresh.lastSnap, map[uint64]bool{}
 	return nil
 }
 
+// apply applies one record. It is idempotent, like merge: a snapshot may
+// hold records that are replayed again after it. s.mu must be held.
 func (s *JournalStore) apply(rec storeRecord) {
 	shards := s.streams[rec.Stream]
 	if shards == nil {
 		shards = map[string]ShardProgress{}
 		s.streams[rec.Stream] = shards
+	}
+	m := s.metaOf(rec.Stream)
+	gen := len(m.Archives)
+	switch {
+	case rec.StartOver && rec.Gen == gen && rec.Identity != nil:
+		m.Archives = append(m.Archives, ArchivedProgress{Identity: m.Identity, ReplacedBy: *rec.Identity, Shards: shards})
+		m.Identity = *rec.Identity
+		shards = map[string]ShardProgress{}
+		s.streams[rec.Stream] = shards
+	case rec.StartOver:
+		// Applied already (the snapshot holds it).
+	case rec.Identity != nil && rec.Gen >= 0 && rec.Gen < gen:
+		if a := &m.Archives[rec.Gen]; a.Identity.IsZero() {
+			a.Identity = *rec.Identity
+		}
+	case rec.Identity != nil:
+		m.Identity = *rec.Identity
+	}
+	if rec.Gen >= 0 && rec.Gen < gen && !rec.StartOver {
+		// A Save of a stream that was started over since: its archive.
+		shards = m.Archives[rec.Gen].Shards
 	}
 	for _, u := range rec.Updates {
 		shards[u.ShardID] = merge(shards[u.ShardID], u)
@@ -155,6 +242,16 @@ func (s *JournalStore) apply(rec storeRecord) {
 	for _, id := range rec.Prune {
 		delete(shards, id)
 	}
+}
+
+// metaOf returns the meta of stream, making it; s.mu must be held.
+func (s *JournalStore) metaOf(stream string) *streamMeta {
+	m := s.meta[stream]
+	if m == nil {
+		m = &streamMeta{}
+		s.meta[stream] = m
+	}
+	return m
 }
 
 // Load implements [PositionStore].
@@ -190,7 +287,19 @@ func (s *JournalStore) Save(ctx context.Context, stream string, updates []ShardP
 			}
 		}
 	}
-	return s.write(ctx, stream, storeRecord{Stream: stream, Updates: updates})
+	s.mu.Lock()
+	rec := storeRecord{Stream: stream, Updates: updates, Gen: s.gen(stream)}
+	s.mu.Unlock()
+	return s.write(ctx, stream, rec)
+}
+
+// gen returns the stream's generation: how many times it was started
+// over. s.mu must be held.
+func (s *JournalStore) gen(stream string) int {
+	if m := s.meta[stream]; m != nil {
+		return len(m.Archives)
+	}
+	return 0
 }
 
 // write makes rec durable, as one record or as parts and a commit, applies
@@ -229,7 +338,7 @@ func (s *JournalStore) write(ctx context.Context, stream string, rec storeRecord
 	var snap []byte
 	at := s.done
 	if at-s.lastSnap >= s.every && !s.snapping {
-		snap, err = json.Marshal(storeSnapshot{Streams: s.streams})
+		snap, err = json.Marshal(storeSnapshot{Streams: s.streams, Meta: s.meta})
 		s.snapping = err == nil
 	}
 	s.mu.Unlock()
@@ -251,8 +360,83 @@ func (s *JournalStore) write(ctx context.Context, stream string, rec storeRecord
 	return nil
 }
 
-// Streams returns the names of the streams that have stored progress, for
-// tools that inspect a store.
+// Identity implements [PositionStore].
+func (s *JournalStore) Identity(ctx context.Context, stream string) (StreamIdentity, error) {
+	if err := ctx.Err(); err != nil {
+		return StreamIdentity{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := s.meta[stream]; m != nil {
+		return m.Identity, nil
+	}
+	return StreamIdentity{}, nil
+}
+
+// SetIdentity implements [PositionStore]: one journal record.
+func (s *JournalStore) SetIdentity(ctx context.Context, stream string, id StreamIdentity) error {
+	if id.IsZero() {
+		return fmt.Errorf("kinesisload: stream %s: SetIdentity with the zero StreamIdentity", stream)
+	}
+	s.mu.Lock()
+	var stored StreamIdentity
+	if m := s.meta[stream]; m != nil {
+		stored = m.Identity
+	}
+	rec := storeRecord{Stream: stream, Gen: s.gen(stream), Identity: &id}
+	s.mu.Unlock()
+	switch {
+	case stored.Equal(id):
+		return nil
+	case !stored.IsZero():
+		return &StreamMismatchError{Stream: stream, Stored: stored, Current: id}
+	}
+	return s.write(ctx, stream, rec)
+}
+
+// StartOver implements [PositionStore]: one journal record, which moves
+// the progress into an archive (see [JournalStore.Archives]).
+func (s *JournalStore) StartOver(ctx context.Context, stream string, id StreamIdentity) error {
+	if id.IsZero() {
+		return fmt.Errorf("kinesisload: stream %s: StartOver with the zero StreamIdentity", stream)
+	}
+	s.mu.Lock()
+	var stored StreamIdentity
+	if m := s.meta[stream]; m != nil {
+		stored = m.Identity
+	}
+	rec := storeRecord{Stream: stream, Gen: s.gen(stream), Identity: &id, StartOver: true}
+	s.mu.Unlock()
+	if stored.Equal(id) {
+		return nil
+	}
+	return s.write(ctx, stream, rec)
+}
+
+// Archives returns the progress archived by StartOver for stream, oldest
+// first, for tools that inspect a store: none when the stream was never
+// started over. The caller may modify what it gets.
+func (s *JournalStore) Archives(stream string) []ArchivedProgress {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.meta[stream]
+	if m == nil {
+		return nil
+	}
+	out := make([]ArchivedProgress, len(m.Archives))
+	for i, a := range m.Archives {
+		a.Shards = maps.Clone(a.Shards)
+		for id, p := range a.Shards {
+			p.Parents = slices.Clone(p.Parents)
+			a.Shards[id] = p
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// Streams returns the names of the streams that have stored progress or
+// an identity, for tools that inspect a store.
 func (s *JournalStore) Streams() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -21,6 +21,9 @@ import (
 //	{"stream":"orders","updates":[...],"batch":"9f2c...","part":2}
 //	{"stream":"orders","commit":"9f2c...","parts":2}
 //
+// (The commit of a Save to a stream that was started over carries its
+// generation, "gen", for all its parts; see storeRecord.)
+//
 // Replay applies the parts of a batch only when it reaches the commit that
 // names the batch and its number of parts; the parts of a batch never
 // committed (a crash, a cancelled or failed Save) are ignored, and dropped
@@ -92,7 +95,7 @@ func (s *JournalStore) appendRecord(ctx context.Context, rec storeRecord, limit 
 			limit /= 2
 			continue
 		}
-		commit, err := json.Marshal(storeRecord{Stream: rec.Stream, Commit: id, Parts: len(parts)})
+		commit, err := json.Marshal(storeRecord{Stream: rec.Stream, Commit: id, Parts: len(parts), Gen: rec.Gen})
 		if err != nil {
 			return indexes, err
 		}
@@ -150,6 +153,9 @@ func newBatchID() (string, error) {
 // whose parts are not all there is corruption: the parts are appended, and
 // acknowledged, before the commit is written.
 func (s *JournalStore) replayRecord(index uint64, rec storeRecord, parts map[string][]storeRecord) error {
+	if rec.Gen < 0 {
+		return fmt.Errorf("%w: record %d: generation %d of stream %s", ErrStoreCorrupt, index, rec.Gen, rec.Stream)
+	}
 	switch {
 	case rec.Batch != "":
 		if rec.Part < 1 {
@@ -171,6 +177,7 @@ func (s *JournalStore) replayRecord(index uint64, rec storeRecord, parts map[str
 				ErrStoreCorrupt, index, rec.Commit, rec.Parts, rec.Stream, rec.Parts)
 		}
 		for _, p := range got {
+			p.Gen = rec.Gen // a part's generation is its commit's
 			s.apply(p)
 		}
 	default:

@@ -14,8 +14,9 @@ import (
 
 // ErrLineage is wrapped by the error that stops the Loader when a shard it
 // tracks disappears from ListShards before it was COMPLETED (its records
-// expired unread), so that data is never skipped silently, and by a
-// [ParentAfterChildError].
+// expired unread), or when ListShards lists open a shard the stored
+// progress holds as COMPLETED, so that data is never skipped silently, and
+// by a [ParentAfterChildError].
 var ErrLineage = errors.New("kinesisload: shard lineage broken")
 
 // ParentAfterChildError is returned by Run, before anything is read or
@@ -146,6 +147,18 @@ func (t *topology) observe(shards []types.Shard) ([]ShardProgress, error) {
 		slices.Sort(n.Parents)
 		n.listed = true
 		n.closed = s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil
+	}
+	for _, id := range sortedKeys(t.nodes) {
+		// A shard whose end was read and committed cannot be open again:
+		// the progress belongs to another stream (one deleted and created
+		// again under the name reuses the shard IDs). Skipping the shard
+		// would skip the new one's records.
+		if n := t.nodes[id]; n.listed && !n.closed && n.State == StateCompleted && t.tracked(id) {
+			return nil, fmt.Errorf("%w: stream %s: shard %s is COMPLETED (at %v) in the stored progress, but Kinesis lists it open: "+
+				"the progress belongs to another stream (was the stream deleted and created again under the same name, "+
+				"or the journal or the sink's checkpoints copied from another stream?); nothing of it was skipped",
+				ErrLineage, t.stream, id, n.Position)
+		}
 	}
 	for id, n := range t.nodes {
 		// A shard known by a state, or only by a TransactionalSink's

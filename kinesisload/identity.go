@@ -1,0 +1,269 @@
+package kinesisload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/tidemark/tidemark/internal/backoff"
+	"github.com/tidemark/tidemark/internal/kerr"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// StreamIdentity tells one Kinesis stream from another of the same name: a
+// stream deleted and created again under its name keeps its ARN (Kinesis
+// builds it from the region, the account and the name) but gets a new
+// creation timestamp, and reuses the shard IDs from shardId-000000000000.
+// Progress is journaled with the identity of the stream it was made on, so
+// that it is never applied to another one.
+//
+// The zero StreamIdentity means "unknown": progress stored before
+// identities were journaled.
+type StreamIdentity struct {
+	// ARN is the stream's ARN, from DescribeStreamSummary.
+	ARN string `json:"arn"`
+	// Created is the stream's creation timestamp, from
+	// DescribeStreamSummary (milliseconds on AWS; whole seconds on some
+	// emulators).
+	Created time.Time `json:"created"`
+}
+
+// IsZero reports whether id is the zero StreamIdentity.
+func (id StreamIdentity) IsZero() bool { return id.ARN == "" && id.Created.IsZero() }
+
+// Equal reports whether id and o name the same stream: the same ARN and
+// the same creation instant.
+func (id StreamIdentity) Equal(o StreamIdentity) bool {
+	return id.ARN == o.ARN && id.Created.Equal(o.Created)
+}
+
+// String returns "ARN created TIMESTAMP" (RFC 3339, UTC), or "(unknown)"
+// for the zero StreamIdentity.
+func (id StreamIdentity) String() string {
+	if id.IsZero() {
+		return "(unknown)"
+	}
+	return fmt.Sprintf("%s created %s", id.ARN, id.Created.UTC().Format(time.RFC3339Nano))
+}
+
+// ErrStreamMismatch is wrapped (by [*StreamMismatchError]) when the stream
+// Kinesis serves under the configured name is not the one the stored
+// progress was made on: it was deleted and created again, or the journal
+// belongs to a stream of another region or account.
+var ErrStreamMismatch = errors.New("kinesisload: the stream is not the one the progress was stored for")
+
+// StreamMismatchError stops [Loader.Run] when the stream's identity differs
+// from the one journaled with its progress: the stored positions mean
+// nothing on the new stream (its shard IDs start again at
+// shardId-000000000000, so a shard the journal holds as COMPLETED would
+// never be read). Nothing was read or changed. errors.Is(err,
+// ErrStreamMismatch) holds.
+//
+// The ways out: set [Config.OnStreamRecreated] to
+// [StreamRecreatedStartOver], which archives the old progress in the
+// store (never deleting it) and reads the new stream as on a first run; or
+// give the Loader an empty journal directory.
+type StreamMismatchError struct {
+	// Stream is the stream name.
+	Stream string
+	// Stored is the identity the progress was stored with.
+	Stored StreamIdentity
+	// Current is the identity of the stream Kinesis serves now.
+	Current StreamIdentity
+}
+
+// Error names both identities and the way out.
+func (e *StreamMismatchError) Error() string {
+	what := "was deleted and created again under the same name"
+	if e.Stored.ARN != e.Current.ARN {
+		what = "is another stream than the one the progress belongs to (another ARN: another region or account?)"
+	}
+	return fmt.Sprintf("kinesisload: stream %s %s: the progress was stored for %s, but the stream is now %s; "+
+		"the stored positions mean nothing on it, so nothing was read. To read it from Config.StartPosition as on a first run, "+
+		"set Config.OnStreamRecreated = kinesisload.StreamRecreatedStartOver (the old progress is archived in the journal, not deleted), "+
+		"or give the Loader an empty journal directory",
+		e.Stream, what, e.Stored, e.Current)
+}
+
+// Unwrap returns [ErrStreamMismatch].
+func (e *StreamMismatchError) Unwrap() error { return ErrStreamMismatch }
+
+// StreamRecreated says what [Loader.Run] does when the stream's identity
+// differs from the one journaled with its progress (see
+// [StreamMismatchError]).
+type StreamRecreated uint8
+
+const (
+	// StreamRecreatedStop stops Run with a [*StreamMismatchError]. The
+	// default.
+	StreamRecreatedStop StreamRecreated = iota
+	// StreamRecreatedStartOver archives the old stream's progress in the
+	// store under its identity (the [PositionStore]'s StartOver; a
+	// [JournalStore] keeps it, see [JournalStore.Archives]) and reads the
+	// new stream as on a first run: every shard from
+	// [Config.StartPosition] (LATEST is resolved on the new stream) or its
+	// start in [Config.Shards]. When this happens while Run reads, Run
+	// stops reading the old stream and starts over by itself.
+	//
+	// A [TransactionalSink]'s checkpoints are keyed by stream name and
+	// shard ID too, so they would apply the old stream's positions to the
+	// new one: while the Sink holds checkpoints for the stream, Run stops
+	// with an error wrapping [ErrStreamMismatch] that says so, archives
+	// nothing, and starts over once they are removed from the Sink's
+	// store.
+	StreamRecreatedStartOver
+)
+
+// String returns the constant's name.
+func (r StreamRecreated) String() string {
+	switch r {
+	case StreamRecreatedStop:
+		return "StreamRecreatedStop"
+	case StreamRecreatedStartOver:
+		return "StreamRecreatedStartOver"
+	}
+	return fmt.Sprintf("StreamRecreated(%d)", uint8(r))
+}
+
+// describeAttempts bounds the tries of DescribeStreamSummary that keeps
+// failing with a retryable error, as for ListShards.
+const describeAttempts = 5
+
+// describeIdentity asks Kinesis for the stream's identity, retrying
+// retryable errors a bounded number of times.
+func (s *session) describeIdentity(ctx context.Context) (StreamIdentity, error) {
+	stream := s.l.cfg.Stream
+	for attempt := 1; ; attempt++ {
+		id, err := describeStream(ctx, s.client, stream, s.l.cfg.CallTimeout)
+		if err == nil {
+			return id, nil
+		}
+		if ctx.Err() != nil {
+			return StreamIdentity{}, ctx.Err()
+		}
+		if !kerr.IsRetryable(err) || attempt == describeAttempts {
+			return StreamIdentity{}, fmt.Errorf("kinesisload: stream %s: DescribeStreamSummary: %w", stream, err)
+		}
+		wait := backoff.Policy{Base: time.Second, Max: 30 * time.Second, Jitter: backoff.EqualJitter}.Delay(attempt)
+		s.l.hooks.onRetry(Retry{Stream: stream, Op: "DescribeStreamSummary", Attempt: attempt, Backoff: wait, Err: err})
+		if kerr.IsThrottled(err) {
+			s.l.hooks.onThrottled(Throttled{Stream: stream, Op: "DescribeStreamSummary", Backoff: wait, Err: err})
+		}
+		if err := backoff.Sleep(ctx, wait); err != nil {
+			return StreamIdentity{}, err
+		}
+	}
+}
+
+// describeStream makes one DescribeStreamSummary call.
+func describeStream(ctx context.Context, c scan.Client, stream string, timeout time.Duration) (StreamIdentity, error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out, err := c.DescribeStreamSummary(cctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+	if err != nil {
+		return StreamIdentity{}, err
+	}
+	if out == nil || out.StreamDescriptionSummary == nil ||
+		aws.ToString(out.StreamDescriptionSummary.StreamARN) == "" || out.StreamDescriptionSummary.StreamCreationTimestamp == nil {
+		return StreamIdentity{}, fmt.Errorf("the answer has no StreamARN or no StreamCreationTimestamp, which identify the stream")
+	}
+	d := out.StreamDescriptionSummary
+	return StreamIdentity{ARN: *d.StreamARN, Created: d.StreamCreationTimestamp.UTC()}, nil
+}
+
+// establishIdentity checks, at the start of a session, that the stream is
+// the one the stored progress was made on, and sets s.identity. With no
+// identity stored (a first run, or progress stored before identities were
+// journaled) it journals the current one before anything else is stored.
+// On a mismatch it returns a [*StreamMismatchError], or starts over when
+// Config.OnStreamRecreated says so.
+func (s *session) establishIdentity(ctx context.Context) error {
+	l, stream := s.l, s.l.cfg.Stream
+	cur, err := s.describeIdentity(ctx)
+	if err != nil {
+		return err
+	}
+	stored, err := s.store.Identity(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("kinesisload: stream %s: loading the stream's identity: %w", stream, err)
+	}
+	switch {
+	case stored.Equal(cur):
+	case stored.IsZero():
+		l.log.Info("journaling the stream's identity", "identity", cur.String())
+		if err := s.store.SetIdentity(ctx, stream, cur); err != nil {
+			return fmt.Errorf("kinesisload: stream %s: saving the stream's identity: %w", stream, err)
+		}
+	case l.cfg.OnStreamRecreated != StreamRecreatedStartOver:
+		return &StreamMismatchError{Stream: stream, Stored: stored, Current: cur}
+	default:
+		if l.tx != nil {
+			cps, err := l.tx.Checkpoints(ctx, stream)
+			if err != nil {
+				return fmt.Errorf("kinesisload: stream %s: loading the sink's checkpoints: %w", stream, err)
+			}
+			if len(cps) > 0 {
+				return fmt.Errorf("%w: stream %s was deleted and created again (it was %s, it is now %s), "+
+					"and Config.OnStreamRecreated says start over, but the TransactionalSink still holds checkpoints for %d shards of the old stream "+
+					"(such as %s), which would apply to the new stream's shards of the same IDs; nothing was archived or read. "+
+					"Remove the stream's checkpoints from the sink's store (keep its records if you like), then run again",
+					ErrStreamMismatch, stream, stored, cur, len(cps), sortedKeys(cps)[0])
+			}
+		}
+		l.log.Warn("the stream was deleted and created again: archiving its old progress and starting over",
+			"old", stored.String(), "new", cur.String())
+		if err := s.store.StartOver(ctx, stream, cur); err != nil {
+			return fmt.Errorf("kinesisload: stream %s: starting over on the re-created stream: %w", stream, err)
+		}
+	}
+	s.identity = cur
+	return nil
+}
+
+// checkIdentity asks Kinesis for the stream's identity and returns a
+// [*StreamMismatchError] when it is not the session's.
+func (s *session) checkIdentity(ctx context.Context) error {
+	cur, err := s.describeIdentity(ctx)
+	if err != nil {
+		return err
+	}
+	if !cur.Equal(s.identity) {
+		return &StreamMismatchError{Stream: s.l.cfg.Stream, Stored: s.identity, Current: cur}
+	}
+	return nil
+}
+
+// explain returns a [*StreamMismatchError] instead of err, a consume loop's
+// failure, when the stream was re-created under the loop (its iterators
+// then fail, or its stored sequence numbers are refused); otherwise err.
+// One DescribeStreamSummary call, only when the Loader stops anyway.
+func (s *session) explain(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	cur, derr := describeStream(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
+	if derr != nil || cur.Equal(s.identity) {
+		return err
+	}
+	s.l.log.Warn("a shard failed because the stream was re-created", "err", err)
+	return &StreamMismatchError{Stream: s.l.cfg.Stream, Stored: s.identity, Current: cur}
+}
+
+// listShardsChecked lists the shards, then checks that the stream is still
+// the session's, so that the shards of a stream re-created meanwhile are
+// never taken for the old stream's.
+func (s *session) listShardsChecked(ctx context.Context) ([]types.Shard, error) {
+	shards, err := s.listShards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkIdentity(ctx); err != nil {
+		return nil, err
+	}
+	return shards, nil
+}

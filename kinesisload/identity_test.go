@@ -1,0 +1,352 @@
+package kinesisload
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tidemark/tidemark/journal"
+	"github.com/tidemark/tidemark/scan"
+)
+
+const shard2 = "shardId-000000000002"
+
+// identity returns the stream's identity as Kinesis reports it now.
+func (s *stream) identity() StreamIdentity {
+	s.t.Helper()
+	id, err := describeStream(context.Background(), s.f, s.name, 10*time.Second)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return id
+}
+
+// recreate deletes the stream and creates it again under the same name with
+// shards shards.
+func (s *stream) recreate(shards int) {
+	s.t.Helper()
+	if _, err := s.f.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(s.name)}); err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := s.f.CreateStream(context.Background(), &kinesis.CreateStreamInput{StreamName: aws.String(s.name), ShardCount: aws.Int32(int32(shards))}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// readOldStream reads a one-shard stream that is split while it is read,
+// so that its progress holds shard 0 COMPLETED and its children 1 and 2
+// ACTIVE at record positions; it returns the progress.
+func readOldStream(t *testing.T, s *stream, store PositionStore) map[string]ShardProgress {
+	t.Helper()
+	rec := newRecorder()
+	ih := newInitHook()
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon(), ListShardsInterval: 50 * time.Millisecond},
+		WithClient(s.f), WithStore(store), WithHooks(ih))
+	ih.wait(t)
+	s.put(shard0, "a0")
+	s.split(shard0)
+	s.put(shard1, "a1")
+	s.put(shard2, "a2")
+	rec.waitFor(t, "a0", "a1", "a2")
+	if err := r.stop(t); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run on the old stream = %v, want ErrClosed", err)
+	}
+	p, err := store.Load(context.Background(), s.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p[shard0].State != StateCompleted || p[shard1].Position.Kind != scan.KindAfterSequence || p[shard2].Position.Kind != scan.KindAfterSequence {
+		t.Fatalf("progress of the old stream = %v, want shard 0 COMPLETED and 1, 2 at records", p)
+	}
+	return p
+}
+
+// A stream deleted and created again under the same name reuses the shard
+// IDs: without the identity check the new shard 0 would never be read (the
+// journal says COMPLETED) and shards 1 and 2 would resume at the old
+// stream's sequence numbers. Run stops instead, with a typed error that
+// names both identities and the way out, and reads and changes nothing.
+func TestRecreatedStreamStopsRun(t *testing.T) {
+	s := newFakeStream(t, 1)
+	j := journal.NewMemory()
+	store := memStore(t, j)
+	oldID := s.identity()
+	before := readOldStream(t, s, store)
+
+	s.recreate(3)
+	newID := s.identity()
+	for _, sh := range []string{shard0, shard1, shard2} {
+		s.put(sh, "b-"+sh)
+	}
+	rec := newRecorder()
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon()}, WithClient(s.f), WithStore(store))
+	err := r.wait(t)
+	var mm *StreamMismatchError
+	if !errors.As(err, &mm) || !errors.Is(err, ErrStreamMismatch) {
+		t.Fatalf("Run on the re-created stream = %v, want a *StreamMismatchError", err)
+	}
+	if !mm.Stored.Equal(oldID) || !mm.Current.Equal(newID) || mm.Stream != s.name {
+		t.Errorf("StreamMismatchError = %+v, want stream %s from %v to %v", mm, s.name, oldID, newID)
+	}
+	for _, want := range []string{oldID.String(), newID.String(), "OnStreamRecreated", "StreamRecreatedStartOver", "deleted and created again"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if got := rec.delivered(); len(got) != 0 {
+		t.Errorf("delivered %q from the re-created stream, want nothing", got)
+	}
+	after, _ := store.Load(context.Background(), s.name)
+	if d := cmp.Diff(before, after, positionCmp); d != "" {
+		t.Errorf("the stored progress changed (-before +after):\n%s", d)
+	}
+}
+
+// With OnStreamRecreated = StreamRecreatedStartOver the old progress is
+// archived in the journal under the old identity, never deleted, and the
+// new stream is read as on a first run: from TRIM_HORIZON completely, or at
+// LATEST resolved anew on the new stream.
+func TestRecreatedStreamStartOver(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start scan.Position
+		early bool // records put before the Run are delivered
+	}{
+		{"TRIM_HORIZON", scan.TrimHorizon(), true},
+		{"LATEST", scan.Latest(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newFakeStream(t, 1)
+			j := journal.NewMemory()
+			store := memStore(t, j)
+			oldID := s.identity()
+			old := readOldStream(t, s, store)
+
+			s.recreate(3)
+			newID := s.identity()
+			var early []string
+			for _, sh := range []string{shard0, shard1, shard2} {
+				d := "b-" + sh[len(sh)-1:]
+				s.put(sh, d)
+				early = append(early, d)
+			}
+			rec := newRecorder()
+			ih := newInitHook()
+			r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: tc.start, OnStreamRecreated: StreamRecreatedStartOver},
+				WithClient(s.f), WithStore(store), WithHooks(ih))
+			ih.wait(t)
+			var late []string
+			for _, sh := range []string{shard0, shard1, shard2} {
+				d := "c-" + sh[len(sh)-1:]
+				s.put(sh, d)
+				late = append(late, d)
+			}
+			want := late
+			if tc.early {
+				want = append(early, late...)
+			}
+			rec.waitFor(t, want...)
+			if err := r.stop(t); !errors.Is(err, ErrClosed) {
+				t.Fatalf("Run = %v, want ErrClosed", err)
+			}
+			got := rec.delivered()
+			slices.Sort(got)
+			slices.Sort(want)
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("delivered from the re-created stream (-want +got):\n%s", d)
+			}
+
+			// The journal, replayed: the new identity, the new stream's
+			// progress, and the old progress archived under its identity.
+			replayed := memStore(t, j)
+			if id, _ := replayed.Identity(context.Background(), s.name); !id.Equal(newID) {
+				t.Errorf("journaled identity = %v, want the new stream's %v", id, newID)
+			}
+			wantArchive := []ArchivedProgress{{Identity: oldID, ReplacedBy: newID, Shards: old}}
+			if d := cmp.Diff(wantArchive, replayed.Archives(s.name), positionCmp); d != "" {
+				t.Errorf("archived progress (-want +got):\n%s", d)
+			}
+			live, _ := replayed.Load(context.Background(), s.name)
+			for _, sh := range []string{shard0, shard1, shard2} {
+				if p := live[sh]; p.State != StateActive || p.Position.Kind != scan.KindAfterSequence {
+					t.Errorf("progress of the new stream's %s = %+v, want ACTIVE at a record", sh, p)
+				}
+			}
+		})
+	}
+}
+
+// A stream re-created while the Loader reads it: Run stops with the typed
+// error (found by the periodic ListShards or by the failing shard), or,
+// with StreamRecreatedStartOver, archives and reads the new stream.
+func TestRecreatedWhileReading(t *testing.T) {
+	for _, policy := range []StreamRecreated{StreamRecreatedStop, StreamRecreatedStartOver} {
+		t.Run(policy.String(), func(t *testing.T) {
+			s := newFakeStream(t, 1)
+			store := memStore(t, journal.NewMemory())
+			oldID := s.identity()
+			rec := newRecorder()
+			ih := newInitHook()
+			r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon(),
+				ListShardsInterval: 50 * time.Millisecond, OnStreamRecreated: policy}, WithClient(s.f), WithStore(store), WithHooks(ih))
+			ih.wait(t)
+			s.put(shard0, "a")
+			rec.waitFor(t, "a")
+			s.recreate(1)
+			newID := s.identity()
+			s.put(shard0, "b")
+			if policy == StreamRecreatedStop {
+				err := r.wait(t)
+				var mm *StreamMismatchError
+				if !errors.As(err, &mm) || !mm.Stored.Equal(oldID) || !mm.Current.Equal(newID) {
+					t.Fatalf("Run = %v, want a *StreamMismatchError from %v to %v", err, oldID, newID)
+				}
+				if got := rec.delivered(); !slices.Equal(got, []string{"a"}) {
+					t.Errorf("delivered %q, want [a]", got)
+				}
+				return
+			}
+			ih.wait(t) // initialised again, on the new stream
+			rec.waitFor(t, "b")
+			if err := r.stop(t); !errors.Is(err, ErrClosed) {
+				t.Fatalf("Run = %v, want ErrClosed", err)
+			}
+			if a := store.Archives(s.name); len(a) != 1 || !a[0].Identity.Equal(oldID) || !a[0].ReplacedBy.Equal(newID) {
+				t.Errorf("archives = %+v, want one, of %v replaced by %v", a, oldID, newID)
+			}
+		})
+	}
+}
+
+// Progress stored before identities were journaled still loads: the
+// Loader adopts the stream's current identity, journals it, and resumes
+// where the progress says.
+func TestLegacyProgressAdoptsIdentity(t *testing.T) {
+	s := newFakeStream(t, 1)
+	seq := s.put(shard0, "old")
+	j := journal.NewMemory()
+	legacy, err := json.Marshal(storeRecord{Stream: s.name, Updates: []ShardProgress{{ShardID: shard0, State: StateActive, Position: scan.AfterSequence(seq)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(legacy), "identity") || strings.Contains(string(legacy), "gen") {
+		t.Fatalf("a progress record %s is not in the legacy format", legacy)
+	}
+	if _, err := j.Append(context.Background(), legacy); err != nil {
+		t.Fatal(err)
+	}
+	store := memStore(t, j)
+	s.put(shard0, "new")
+	rec := newRecorder()
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec}, WithClient(s.f), WithStore(store))
+	rec.waitFor(t, "new")
+	if err := r.stop(t); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run = %v, want ErrClosed", err)
+	}
+	if got := rec.delivered(); !slices.Equal(got, []string{"new"}) {
+		t.Errorf("delivered %q, want [new]", got)
+	}
+	if id, _ := memStore(t, j).Identity(context.Background(), s.name); !id.Equal(s.identity()) {
+		t.Errorf("journaled identity = %v, want the adopted %v", id, s.identity())
+	}
+}
+
+// A shard the store holds as COMPLETED that Kinesis lists open is a
+// contradiction (here: progress stored before identities were journaled,
+// of a stream re-created since): a lineage error, never a silent skip.
+func TestCompletedShardListedOpenIsLineageError(t *testing.T) {
+	s := newFakeStream(t, 1)
+	store := memStore(t, journal.NewMemory())
+	if err := store.Save(context.Background(), s.name, []ShardProgress{{ShardID: shard0, State: StateCompleted, Position: scan.ShardEnd()}}); err != nil {
+		t.Fatal(err)
+	}
+	s.put(shard0, "x")
+	rec := newRecorder()
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec}, WithClient(s.f), WithStore(store))
+	err := r.wait(t)
+	if !errors.Is(err, ErrLineage) {
+		t.Fatalf("Run = %v, want ErrLineage", err)
+	}
+	for _, want := range []string{shard0, "COMPLETED", "lists it open"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+// A stored sequence number that Kinesis refuses (InvalidArgumentException:
+// it did not come from this stream) stops Run with an error that names the
+// shard and says what it means.
+func TestForeignSequenceNumberNamesShard(t *testing.T) {
+	s := newFakeStream(t, 1)
+	seq := s.put(shard0, "old")
+	store := memStore(t, journal.NewMemory())
+	// Progress without an identity, as stored before identities were.
+	if err := store.Save(context.Background(), s.name, []ShardProgress{{ShardID: shard0, State: StateActive, Position: scan.AfterSequence(seq)}}); err != nil {
+		t.Fatal(err)
+	}
+	s.recreate(1)
+	s.put(shard0, "b1")
+	s.put(shard0, "b2")
+	rec := newRecorder()
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec}, WithClient(s.f), WithStore(store))
+	err := r.wait(t)
+	if err == nil {
+		t.Fatal("Run = nil, want an error")
+	}
+	for _, want := range []string{"shard " + shard0, scan.AfterSequence(seq).String(), "not one of this shard's", "another stream"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if got := rec.delivered(); len(got) != 0 {
+		t.Errorf("delivered %q, want nothing", got)
+	}
+}
+
+// Starting over with a TransactionalSink that holds the old stream's
+// checkpoints would apply them to the new stream's shards: Run refuses,
+// archives nothing, and starts over once they are removed.
+func TestStartOverRefusedWhileSinkHoldsOldCheckpoints(t *testing.T) {
+	s := newFakeStream(t, 1)
+	store := memStore(t, journal.NewMemory())
+	tx := &txSink{recorder: *newRecorder()}
+	ih := newInitHook()
+	cfg := Config{Stream: s.name, Sink: tx, StartPosition: scan.TrimHorizon(), OnStreamRecreated: StreamRecreatedStartOver}
+	r := start(t, context.Background(), cfg, WithClient(s.f), WithStore(store), WithHooks(ih))
+	ih.wait(t)
+	s.put(shard0, "a")
+	tx.waitFor(t, "a")
+	if err := r.stop(t); !errors.Is(err, ErrClosed) {
+		t.Fatal(err)
+	}
+	s.recreate(1)
+	s.put(shard0, "b")
+	r = start(t, context.Background(), cfg, WithClient(s.f), WithStore(store))
+	err := r.wait(t)
+	if !errors.Is(err, ErrStreamMismatch) || !strings.Contains(err.Error(), "checkpoints") {
+		t.Fatalf("Run = %v, want ErrStreamMismatch naming the sink's checkpoints", err)
+	}
+	if a := store.Archives(s.name); len(a) != 0 {
+		t.Errorf("archived %d times, want nothing archived", len(a))
+	}
+	tx.cmu.Lock()
+	tx.cps = nil // the operator removes the old checkpoints
+	tx.cmu.Unlock()
+	r = start(t, context.Background(), cfg, WithClient(s.f), WithStore(store))
+	tx.waitFor(t, "b")
+	if err := r.stop(t); !errors.Is(err, ErrClosed) {
+		t.Fatal(err)
+	}
+	if a := store.Archives(s.name); len(a) != 1 {
+		t.Errorf("archived %d times, want once", len(a))
+	}
+}
