@@ -142,32 +142,9 @@ func (c *consumer) deliver(ctx context.Context, p page, fetched time.Time) error
 	}
 	attempts := 0
 	if len(b.Records) > 0 || l.tx != nil {
-		policy := backoff.Policy{Base: l.cfg.SinkBackoff, Max: DefaultMaxSinkBackoff, Jitter: backoff.EqualJitter}
-		for {
-			attempts++
-			// One of MaxConcurrentDeliveries; not held while backing off.
-			slot, err := l.deliveries.acquire(ctx, 1)
-			if err != nil {
-				return err
-			}
-			err = deliverSafely(ctx, l.cfg.Sink, b)
-			l.deliveries.release(slot)
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if attempts > l.cfg.SinkRetries {
-				return fmt.Errorf("kinesisload: stream %s, shard %s: the sink refused the batch of %d records ending at %v, %d times: %w",
-					b.Stream, b.ShardID, len(b.Records), b.Checkpoint, attempts, err)
-			}
-			wait := policy.Delay(attempts)
-			l.log.Warn("sink refused a batch; retrying", "shard", c.shard, "attempt", attempts, "wait", wait, "err", err)
-			l.hooks.onRetry(Retry{Stream: b.Stream, ShardID: b.ShardID, Op: "Deliver", Attempt: attempts, Backoff: wait, Err: err})
-			if err := backoff.Sleep(ctx, wait); err != nil {
-				return err
-			}
+		var err error
+		if attempts, err = c.s.deliverRetrying(ctx, b); err != nil {
+			return err
 		}
 	}
 	from := StateActive
@@ -182,6 +159,39 @@ func (c *consumer) deliver(ctx context.Context, p page, fetched time.Time) error
 			MillisBehindLatest: p.millisBehind, Latency: time.Since(fetched), Attempts: attempts})
 	}
 	return nil
+}
+
+// deliverRetrying hands b to the Sink, retrying a refusal with backoff up
+// to Config.SinkRetries times, and returns how many calls it took.
+func (s *session) deliverRetrying(ctx context.Context, b Batch) (attempts int, err error) {
+	l := s.l
+	policy := backoff.Policy{Base: l.cfg.SinkBackoff, Max: DefaultMaxSinkBackoff, Jitter: backoff.EqualJitter}
+	for {
+		attempts++
+		// One of MaxConcurrentDeliveries; not held while backing off.
+		slot, err := l.deliveries.acquire(ctx, 1)
+		if err != nil {
+			return attempts, err
+		}
+		err = deliverSafely(ctx, l.cfg.Sink, b)
+		l.deliveries.release(slot)
+		if err == nil {
+			return attempts, nil
+		}
+		if ctx.Err() != nil {
+			return attempts, ctx.Err()
+		}
+		if attempts > l.cfg.SinkRetries {
+			return attempts, fmt.Errorf("kinesisload: stream %s, shard %s: the sink refused the batch of %d records ending at %v, %d times: %w",
+				b.Stream, b.ShardID, len(b.Records), b.Checkpoint, attempts, err)
+		}
+		wait := policy.Delay(attempts)
+		l.log.Warn("sink refused a batch; retrying", "shard", b.ShardID, "attempt", attempts, "wait", wait, "err", err)
+		l.hooks.onRetry(Retry{Stream: b.Stream, ShardID: b.ShardID, Op: "Deliver", Attempt: attempts, Backoff: wait, Err: err})
+		if err := backoff.Sleep(ctx, wait); err != nil {
+			return attempts, err
+		}
+	}
 }
 
 // deliverSafely calls the Sink and turns a panic into an error, so that a

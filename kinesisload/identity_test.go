@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -309,6 +311,58 @@ func TestForeignSequenceNumberNamesShard(t *testing.T) {
 	}
 	if got := rec.delivered(); len(got) != 0 {
 		t.Errorf("delivered %q, want nothing", got)
+	}
+}
+
+// The regression of the issue: a TransactionalSink must hold the whole
+// truth. Kill the Loader after initialisation and before its first
+// delivery, put 50 records, delete the journal, restart: all 50 are
+// delivered, because the Sink stored the resolved starts.
+func TestTransactionalSinkHoldsStartsWithoutJournal(t *testing.T) {
+	s := newFakeStream(t, 2)
+	last := map[string]string{}
+	for i := range 5 {
+		for _, sh := range []string{shard0, shard1} {
+			last[sh] = s.put(sh, fmt.Sprintf("history-%s-%d", sh[len(sh)-1:], i))
+		}
+	}
+	tx := &txSink{recorder: *newRecorder()}
+	dir := t.TempDir()
+	ih := newInitHook()
+	ctx, kill := context.WithCancel(context.Background())
+	r := start(t, ctx, Config{Stream: s.name, Sink: tx, Dir: dir}, WithClient(s.f), WithHooks(ih))
+	ih.wait(t)
+	kill() // before the first delivery: no record has arrived yet
+	if err := r.wait(t); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	cps, _ := tx.Checkpoints(context.Background(), s.name)
+	want := map[string]scan.Position{shard0: scan.AfterSequence(last[shard0]), shard1: scan.AfterSequence(last[shard1])}
+	if d := cmp.Diff(want, cps, positionCmp); d != "" {
+		t.Errorf("the sink's stored starts (-want +got):\n%s", d)
+	}
+
+	var put []string
+	for i := range 25 {
+		for _, sh := range []string{shard0, shard1} {
+			d := fmt.Sprintf("new-%s-%02d", sh[len(sh)-1:], i)
+			s.put(sh, d)
+			put = append(put, d)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	r2 := start(t, context.Background(), Config{Stream: s.name, Sink: tx, Dir: dir}, WithClient(s.f))
+	tx.waitFor(t, put...)
+	if err := r2.stop(t); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run = %v, want ErrClosed", err)
+	}
+	got := tx.delivered()
+	slices.Sort(got)
+	slices.Sort(put)
+	if d := cmp.Diff(put, got); d != "" {
+		t.Errorf("delivered (-want +got):\n%s", d)
 	}
 }
 

@@ -74,12 +74,14 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 		return nil, fmt.Errorf("kinesisload: stream %s: loading progress: %w", stream, err)
 	}
 	var fromSink []ShardProgress
+	inSink := map[string]bool{}
 	if l.tx != nil {
 		cps, err := l.tx.Checkpoints(ctx, stream)
 		if err != nil {
 			return nil, fmt.Errorf("kinesisload: stream %s: loading the sink's checkpoints: %w", stream, err)
 		}
 		for id, pos := range cps {
+			inSink[id] = true
 			if err := pos.Validate(); err != nil {
 				return nil, fmt.Errorf("kinesisload: stream %s, shard %s: the sink's checkpoint: %w", stream, id, err)
 			}
@@ -173,6 +175,15 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	}
 	if err := s.prune(ctx, t); err != nil {
 		return nil, err
+	}
+	// A TransactionalSink stores every start it lacks, so that it holds
+	// the whole truth without the journal.
+	handed, err := s.storeStarts(ctx, t, inSink)
+	if err != nil {
+		return nil, err
+	}
+	if handed > 0 {
+		l.log.Info("stored the starts in the sink", "shards", handed)
 	}
 	// From now on a new shard is born after the start: TRIM_HORIZON.
 	t.initial, t.resolving = false, false
