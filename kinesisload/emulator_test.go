@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/tidemark/tidemark/internal/emulator"
+	"github.com/tidemark/tidemark/journal"
 	"github.com/tidemark/tidemark/scan"
 )
 
@@ -338,5 +339,100 @@ func TestLoaderOddAnswersAgainstKinesisLocal(t *testing.T) {
 			odd := &oddClient{Client: c, records: every(tt.records), iterators: every(tt.iterators)}
 			testOddAnswersKeepShardOpen(t, odd, put, name)
 		})
+	}
+}
+
+// Against kinesis-local, which accepts the old stream's sequence numbers on
+// a re-created stream (so only the identity check can tell): a stream
+// deleted and created again under the same name stops Run with a
+// *StreamMismatchError; with StreamRecreatedStartOver the old progress is
+// archived and the new stream is read completely.
+func TestRecreatedStreamAgainstKinesisLocal(t *testing.T) {
+	emu := emulator.Start(t, emulator.KinesisLocal)
+	c := emu.Client
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const name = "recreated-it"
+	create := func() {
+		t.Helper()
+		if _, err := c.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(1)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := emulator.WaitStreamActive(ctx, c, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put := func(prefix string, n int) []string {
+		t.Helper()
+		var out []string
+		for i := range n {
+			d := fmt.Sprintf("%s-%d", prefix, i)
+			if _, err := c.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(name), PartitionKey: aws.String(d), Data: []byte(d)}); err != nil {
+				t.Fatalf("put %s: %v", d, err)
+			}
+			out = append(out, d)
+		}
+		return out
+	}
+	create()
+	oldID, err := describeStream(ctx, c, name, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := journal.NewMemory()
+	store := memStore(t, j)
+	rec := newRecorder()
+	cfg := Config{Stream: name, Sink: rec, StartPosition: scan.TrimHorizon(), ListShardsInterval: 300 * time.Millisecond}
+	r := start(t, context.Background(), cfg, WithClient(c), WithStore(store))
+	rec.waitFor(t, put("a", 5)...)
+	if err := r.stop(t); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run on the first stream = %v, want ErrClosed", err)
+	}
+
+	if _, err := c.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(name)}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := c.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})
+		if _, ok := errors.AsType[*types.ResourceNotFoundException](err); ok {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("stream %s still there after DeleteStream: %v", name, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	create()
+	newID, err := describeStream(ctx, c, name, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := put("b", 8)
+
+	rec2 := newRecorder()
+	cfg.Sink = rec2
+	err = start(t, context.Background(), cfg, WithClient(c), WithStore(store)).wait(t)
+	var mm *StreamMismatchError
+	if !errors.As(err, &mm) || !mm.Stored.Equal(oldID) || !mm.Current.Equal(newID) {
+		t.Fatalf("Run on the re-created stream = %v, want a *StreamMismatchError from %v to %v", err, oldID, newID)
+	}
+	if got := rec2.delivered(); len(got) != 0 {
+		t.Errorf("delivered %q before starting over, want nothing", got)
+	}
+
+	rec3 := newRecorder()
+	cfg.Sink, cfg.OnStreamRecreated = rec3, StreamRecreatedStartOver
+	r = start(t, context.Background(), cfg, WithClient(c), WithStore(store))
+	rec3.waitFor(t, want...)
+	if err := r.stop(t); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run = %v, want ErrClosed", err)
+	}
+	if got := rec3.delivered(); !slices.Equal(got, want) {
+		t.Errorf("delivered from the re-created stream %q, want %q", got, want)
+	}
+	replayed := memStore(t, j)
+	if a := replayed.Archives(name); len(a) != 1 || !a[0].Identity.Equal(oldID) || !a[0].ReplacedBy.Equal(newID) ||
+		a[0].Shards["shardId-000000000000"].Position.Kind != scan.KindAfterSequence {
+		t.Errorf("archives in the journal = %+v, want the first stream's progress under %v", a, oldID)
 	}
 }
