@@ -34,6 +34,7 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 		{"bad shard start", func(c *Config) { c.Shards = map[string]scan.Position{"shardId-7": scan.AfterSequence("7x")} }, nil, "Shards[shardId-7] = AFTER_SEQUENCE_NUMBER:7x"},
 		{"empty shard id", func(c *Config) { c.Shards = map[string]scan.Position{"": {}} }, nil, `Shards = "": empty shard ID`},
 		{"empty selection", func(c *Config) { c.Shards = map[string]scan.Position{} }, nil, "Shards = map[]: an empty selection reads nothing"},
+		{"unknown recreated policy", func(c *Config) { c.OnStreamRecreated = 7 }, nil, "OnStreamRecreated = StreamRecreated(7)"},
 		{"nil option", func(c *Config) {}, []Option{nil}, "a nil Option"},
 		{"useless hook", func(c *Config) {}, []Option{WithHooks(42)}, "WithHooks argument 0 (int)"},
 	}
