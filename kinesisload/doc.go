@@ -9,7 +9,17 @@
 //
 // # Lifecycle
 //
-// [Loader.Run] first initialises: it loads the stored progress (and, for a
+// [Loader.Run] first checks that the stream is the one its progress was
+// stored for: a stream is its ARN and creation timestamp
+// ([StreamIdentity], from DescribeStreamSummary), journaled before the first
+// decision and checked on every Run and after every ListShards. A stream
+// deleted and created again under the same name reuses the shard IDs, so
+// the old positions would skip or misplace the new stream's records: Run
+// stops with a [*StreamMismatchError], or, with
+// [Config.OnStreamRecreated] = [StreamRecreatedStartOver], archives the old
+// progress in the store and reads the new stream as on a first run.
+//
+// Then it initialises: it loads the stored progress (and, for a
 // [TransactionalSink], the Sink's own checkpoints, taking the furthest of the
 // two for every shard), lists the shards, resolves every tracked open shard
 // whose position is LATEST into its tip as one batch, and saves the whole
@@ -18,7 +28,9 @@
 // Only then does any consume loop start, for
 // any shard, open or closed: a shard split or merged while its scan was
 // running waits too. If initialisation is paused, closed or cancelled, or a
-// shard fails, nothing of the batch is published.
+// shard fails, nothing of the batch is published. A [TransactionalSink]
+// then stores every start it does not hold yet (a batch with no records),
+// before any shard is read, so that it needs no journal to know them.
 //
 // Each shard is a node of the lineage graph with a durable state:
 // DISCOVERED, PENDING_PARENT, ACTIVE, DRAINING (its last record has been
@@ -26,7 +38,8 @@
 // child becomes ACTIVE only when every parent is COMPLETED, and starts at
 // TRIM_HORIZON. ListShards is the source of truth; a ChildShards hint from
 // GetRecords only makes the Loader list sooner. A tracked shard that
-// disappears before it is COMPLETED (its records expired unread) stops the
+// disappears before it is COMPLETED (its records expired unread), or that
+// is COMPLETED in the store while ListShards lists it open, stops the
 // Loader with [ErrLineage]; one that disappears after it is COMPLETED is
 // forgotten by a store that is a [Pruner], so the store stays the size of
 // what Kinesis lists. No run delivers a parent's record after a
@@ -67,7 +80,11 @@
 // commit. With a [TransactionalSink], which stores each batch's checkpoint
 // with its records, delivery is exactly once. This holds across crashes,
 // restarts, pauses, expired iterators, throttling and resharding, as long as
-// Kinesis still retains the records.
+// Kinesis still retains the records, and as long as the journal lives: with
+// a plain [Sink] the journal is the only record of the positions, and a
+// lost journal makes the next Run a first run (LATEST is resolved again,
+// later). A [TransactionalSink] holds every position itself, starts
+// included, so its journal may be lost.
 //
 // It holds across a [journal.Repair] too. A repair that removed records
 // may have removed a shard's resolved start; such a shard is never given a

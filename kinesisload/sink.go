@@ -29,13 +29,18 @@ type Batch struct {
 	// Stream and ShardID name where the records come from.
 	Stream  string
 	ShardID string
-	// Records are the records, in shard order. Empty only in the batch
-	// that ends a closed shard for a [TransactionalSink].
+	// Records are the records, in shard order. Empty only in a batch for
+	// a [TransactionalSink]: the one that stores a shard's start, and the
+	// one that ends a closed shard.
 	Records []Record
 	// Checkpoint is where reading this shard resumes once this batch is
 	// stored: AFTER_SEQUENCE_NUMBER of the last record, or SHARD_END when
-	// the batch ends a closed shard. A [TransactionalSink] stores it in
-	// the same transaction as the records.
+	// the batch ends a closed shard. In a start batch (no records, for a
+	// [TransactionalSink]) it is the shard's start: AFTER_SEQUENCE_NUMBER
+	// of the record before it (a resolved LATEST), TRIM_HORIZON,
+	// AT_TIMESTAMP, AT_SEQUENCE_NUMBER, or SHARD_END for a closed shard
+	// with nothing to read. A [TransactionalSink] stores it in the same
+	// transaction as the records.
 	Checkpoint scan.Position
 	// MillisBehindLatest is how far the batch's last record was behind
 	// the shard's tip when it was read.
@@ -57,6 +62,14 @@ type Batch struct {
 // an error naming the shard, and commits nothing after the last accepted
 // batch. Deliver must honour ctx: it is cancelled when the Loader is stopped
 // hard.
+//
+// A plain Sink keeps no positions: the journal (Config.Dir, or the
+// [PositionStore]) is then the only record of where each shard resumes and
+// of the resolved starts. Lose it and the next Run is a first run: LATEST
+// is resolved again, at the tip of that moment, and every record that
+// arrived in between is skipped (TRIM_HORIZON delivers the retained
+// history again instead). Keep the journal on durable storage, or use a
+// [TransactionalSink].
 type Sink interface {
 	Deliver(ctx context.Context, b Batch) error
 }
@@ -74,8 +87,21 @@ func (f SinkFunc) Deliver(ctx context.Context, b Batch) error { return f(ctx, b)
 // and its own journal's, never moving back. A shard whose checkpoint is
 // SHARD_END is complete.
 //
-// A TransactionalSink also receives the batch that ends a closed shard when
-// it holds no records, so that SHARD_END is stored.
+// A TransactionalSink also receives batches with no records, so that it
+// holds the whole truth without the journal:
+//
+//   - a start batch for every shard it holds no checkpoint for, during
+//     initialisation, after the starts are journaled and before any shard
+//     is read: its Checkpoint is the shard's start (a resolved LATEST as
+//     AFTER_SEQUENCE_NUMBER, TRIM_HORIZON, AT_TIMESTAMP,
+//     AT_SEQUENCE_NUMBER, or SHARD_END). Store it as the shard's
+//     checkpoint, like any other; a later batch's checkpoint is further
+//     along (order positions as [PositionStore.Save] documents: a start
+//     before any record position, SHARD_END last). So a journal lost or
+//     deleted before the first record arrives never makes the Loader
+//     resolve LATEST again, later;
+//   - the batch that ends a closed shard when it holds no records, so
+//     that SHARD_END is stored.
 //
 // Deliver must be idempotent for a batch whose checkpoint it already stored:
 // when a call fails with an unknown outcome (the answer to a COMMIT was lost,
@@ -87,6 +113,11 @@ func (f SinkFunc) Deliver(ctx context.Context, b Batch) error { return f(ctx, b)
 // from an older backup does not make the Loader deliver again what the
 // journal has already passed: restore the journal directory from the same
 // moment, or start with an empty one (the Sink's checkpoints then decide).
+//
+// The checkpoints are keyed by stream name and shard ID. When a stream is
+// deleted and created again under its name, remove its checkpoints before
+// the Loader starts over on it (see [Config.OnStreamRecreated]): the new
+// stream reuses the shard IDs.
 type TransactionalSink interface {
 	Sink
 	// Checkpoints returns the checkpoint last stored for every shard of

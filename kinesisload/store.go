@@ -13,8 +13,10 @@ import (
 )
 
 // PositionStore is the durable per-shard progress of the Loader: lineage,
-// state and position of every shard it tracks. The default,
-// [JournalStore], keeps it in a [journal.Journal].
+// state and position of every shard it tracks, with the identity of the
+// stream it was made on ([StreamIdentity]) and the archived progress of
+// streams re-created since. The default, [JournalStore], keeps it in a
+// [journal.Journal].
 //
 // Implementations must be safe for concurrent use.
 type PositionStore interface {
