@@ -21,9 +21,13 @@ import (
 //
 // tidemark_checkpoints holds, for every shard, where reading resumes: the
 // Batch.Checkpoint of the last batch stored, in the format of
-// scan.Position.String ("AFTER_SEQUENCE_NUMBER:<seq>" or "SHARD_END"). It is
-// written in the same transaction as the rows, so it always covers exactly the
-// rows stored for its shard.
+// scan.Position.String ("AFTER_SEQUENCE_NUMBER:<seq>" or "SHARD_END"; before
+// the shard's first record, its start, such as "TRIM_HORIZON" or the
+// AFTER_SEQUENCE_NUMBER a LATEST was resolved to, which the Loader hands over
+// in a batch with no records before it reads). It is written in the same
+// transaction as the rows, so it always covers exactly the rows stored for
+// its shard, and the database alone knows where every shard starts: a lost
+// journal loses nothing.
 const Schema = `
 CREATE TABLE IF NOT EXISTS tidemark_records (
 	stream        text        NOT NULL,
@@ -117,7 +121,9 @@ func NewSink(db *pgxpool.Pool) *Sink { return &Sink{db: db} }
 
 var recordColumns = []string{"stream", "shard", "seq", "partition_key", "data", "arrival"}
 
-// Deliver stores b's records and b.Checkpoint in one transaction.
+// Deliver stores b's records and b.Checkpoint in one transaction. A batch
+// with no records stores only its checkpoint: the shard's start, handed over
+// before the Loader reads the shard, or SHARD_END.
 //
 // It first locks the shard's checkpoint row. If the stored checkpoint
 // equals b.Checkpoint, b was committed already (the Loader retries a batch
@@ -163,7 +169,9 @@ func (s *Sink) Deliver(ctx context.Context, b kinesisload.Batch) (err error) {
 		case c > 0:
 			return fmt.Errorf("%w %v", errBehind, prev)
 		case prev.Kind == scan.KindAfterSequence && len(b.Records) > 0 &&
-			scan.CompareSequence(b.Records[0].SequenceNumber, prev.Sequence) <= 0:
+			scan.CompareSequence(b.Records[0].SequenceNumber, prev.Sequence) <= 0,
+			prev.Kind == scan.KindAtSequence && len(b.Records) > 0 &&
+				scan.CompareSequence(b.Records[0].SequenceNumber, prev.Sequence) < 0:
 			return fmt.Errorf("%w %v: first record %s", errOverlap, prev, b.Records[0].SequenceNumber)
 		}
 	}
