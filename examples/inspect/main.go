@@ -1,7 +1,8 @@
 // Command inspect prints, for an operator, what a tidemark journal directory
-// holds: for every stream, every shard with its state, its position and its
-// lineage (as a tree of parents and children), and the last journal records,
-// decoded.
+// holds: for every stream, its identity (ARN and creation timestamp), every
+// shard with its state, its position and its lineage (as a tree of parents
+// and children), the progress archived when a re-created stream was started
+// over, and the last journal records, decoded.
 //
 //	go run ./examples/inspect -dir /var/lib/myapp/tidemark
 //
@@ -172,7 +173,21 @@ func inspect(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return fmt.Errorf("stream %s: %w", stream, err)
 		}
 		p.printf("\nStream %s: %s\n", stream, countShards(progress))
-		printTree(p, progress)
+		id, err := store.Identity(ctx, stream)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", stream, err)
+		}
+		if id.IsZero() {
+			p.printf("  identity: unknown (stored before identities were journaled; the next Run adopts the stream's)\n")
+		} else {
+			p.printf("  identity: %s\n", id)
+		}
+		printTree(p, progress, "  ")
+		for i, a := range store.Archives(stream) {
+			p.printf("  archived %d: the progress of %s, %s, when it was replaced by %s\n",
+				i+1, a.Identity, countShards(a.Shards), a.ReplacedBy)
+			printTree(p, a.Shards, "    ")
+		}
 	}
 
 	if o.records > 0 {
@@ -348,10 +363,11 @@ func countShards(progress map[string]kinesisload.ShardProgress) string {
 	return plural(len(progress), "shard") + " (" + strings.Join(parts, ", ") + ")"
 }
 
-// printTree prints the shards as a lineage forest: each shard under its
-// first parent that the store knows, roots (no known parent) first, all in
-// shard-ID order. A merged shard's second parent is named on its line.
-func printTree(p *printer, progress map[string]kinesisload.ShardProgress) {
+// printTree prints the shards as a lineage forest, each line indented by
+// indent: each shard under its first parent that the store knows, roots (no
+// known parent) first, all in shard-ID order. A merged shard's second parent
+// is named on its line.
+func printTree(p *printer, progress map[string]kinesisload.ShardProgress, indent string) {
 	children := map[string][]string{}
 	var roots []string
 	for _, id := range slices.Sorted(maps.Keys(progress)) {
@@ -390,7 +406,7 @@ func printTree(p *printer, progress map[string]kinesisload.ShardProgress) {
 		}
 	}
 	for _, r := range roots {
-		walk(r, "  ", "")
+		walk(r, indent, "")
 	}
 	width := 0
 	for _, r := range rows {
@@ -426,14 +442,21 @@ func printTree(p *printer, progress map[string]kinesisload.ShardProgress) {
 // A Save too large for one record is several parts ("batch", "part") and a
 // commit ("commit", "parts"): its parts count only once the commit is
 // there. A record with "prune" drops shards that Kinesis no longer lists.
+// A record may also journal the stream's identity, or start the stream over
+// (archiving its progress):
+//
+//	{"stream":"orders","identity":{"arn":"arn:aws:kinesis:...","created":"2026-..."}}
+//	{"stream":"orders","gen":0,"identity":{...},"start_over":true}
 type storeRecord struct {
-	Stream  string                      `json:"stream"`
-	Updates []kinesisload.ShardProgress `json:"updates"`
-	Batch   string                      `json:"batch"`
-	Part    int                         `json:"part"`
-	Commit  string                      `json:"commit"`
-	Parts   int                         `json:"parts"`
-	Prune   []string                    `json:"prune"`
+	Stream    string                      `json:"stream"`
+	Updates   []kinesisload.ShardProgress `json:"updates"`
+	Batch     string                      `json:"batch"`
+	Part      int                         `json:"part"`
+	Commit    string                      `json:"commit"`
+	Parts     int                         `json:"parts"`
+	Prune     []string                    `json:"prune"`
+	Identity  *kinesisload.StreamIdentity `json:"identity"`
+	StartOver bool                        `json:"start_over"`
 }
 
 // printRecords prints the last journal records, decoded.
@@ -470,6 +493,10 @@ func printRecords(p *printer, r replayed) {
 			p.printf("        commit of batch %s (%d parts)\n", r.Commit, r.Parts)
 		case len(r.Prune) > 0:
 			p.printf("        pruned %s\n", strings.Join(r.Prune, ", "))
+		case r.StartOver && r.Identity != nil:
+			p.printf("        started over: the progress was archived; the stream is now %s\n", *r.Identity)
+		case r.Identity != nil:
+			p.printf("        identity: %s\n", *r.Identity)
 		}
 		for _, u := range r.Updates {
 			parts := []string{u.ShardID}

@@ -57,6 +57,8 @@ type loaderJournal struct {
 	// childSeq is the sequence number of the one record of the first
 	// child, delivered and committed.
 	childSeq string
+	// identity is the stream's identity, as String prints it.
+	identity string
 }
 
 var (
@@ -78,7 +80,7 @@ func loaderDir(t *testing.T) loaderJournal {
 	}
 	dir := filepath.Join(t.TempDir(), "journal")
 	copyDir(t, built.dir, dir)
-	return loaderJournal{dir: dir, childSeq: built.childSeq}
+	return loaderJournal{dir: dir, childSeq: built.childSeq, identity: built.identity}
 }
 
 func buildLoaderJournal() (loaderJournal, error) {
@@ -165,7 +167,12 @@ func buildLoaderJournal() (loaderJournal, error) {
 	if err := stop(); err != nil {
 		return loaderJournal{}, err
 	}
-	return loaderJournal{dir: dir, childSeq: childSeq}, nil
+	sum, err := fake.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+	if err != nil {
+		return loaderJournal{}, err
+	}
+	id := kinesisload.StreamIdentity{ARN: *sum.StreamDescriptionSummary.StreamARN, Created: *sum.StreamDescriptionSummary.StreamCreationTimestamp}
+	return loaderJournal{dir: dir, childSeq: childSeq, identity: id.String()}, nil
 }
 
 // copyDir copies the regular files of src into dst.
@@ -215,6 +222,7 @@ func TestLoaderJournal(t *testing.T) {
 		t.Fatalf("exit status %d, stderr:\n%s", code, errOut)
 	}
 	want := "Stream orders: 3 shards (2 ACTIVE, 1 COMPLETED)\n" +
+		"  identity: " + lj.identity + "\n" +
 		"  shardId-000000000000     COMPLETED       SHARD_END\n" +
 		"  ├─ shardId-000000000001  ACTIVE          AFTER_SEQUENCE_NUMBER:" + lj.childSeq + "  parents: shardId-000000000000\n" +
 		"  └─ shardId-000000000002  ACTIVE          TRIM_HORIZON  parents: shardId-000000000000\n"
@@ -311,9 +319,11 @@ func TestHandMadeStore(t *testing.T) {
 		"  records: a snapshot covering 1 to 3, then 1 record (4)\n" +
 		"\n" +
 		"Stream a: 1 shard (1 DISCOVERED)\n" +
+		"  identity: unknown (stored before identities were journaled; the next Run adopts the stream's)\n" +
 		"  s0  DISCOVERED      LATEST\n" +
 		"\n" +
 		"Stream m: 3 shards (1 ACTIVE, 2 COMPLETED)\n" +
+		"  identity: unknown (stored before identities were journaled; the next Run adopts the stream's)\n" +
 		"  p1    COMPLETED       SHARD_END\n" +
 		"  └─ c  ACTIVE          AFTER_SEQUENCE_NUMBER:42  parents: p1, p2\n" +
 		"  p2    COMPLETED       SHARD_END\n" +
@@ -323,6 +333,63 @@ func TestHandMadeStore(t *testing.T) {
 		"        s0  DISCOVERED  LATEST\n"
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)
+	}
+}
+
+// TestStartedOverStream: a stream started over after it was re-created
+// shows its new identity and progress, and the old progress archived under
+// the old identity; the records that journaled them are decoded.
+func TestStartedOverStream(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	j, err := journal.Open(dir, journal.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := kinesisload.NewJournalStore(ctx, j, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const arn = "arn:aws:kinesis:us-east-1:000000000000:stream/orders"
+	oldID := kinesisload.StreamIdentity{ARN: arn, Created: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	newID := kinesisload.StreamIdentity{ARN: arn, Created: time.Date(2026, 3, 2, 8, 30, 0, 500e6, time.UTC)}
+	steps := []func() error{
+		func() error { return store.SetIdentity(ctx, "orders", oldID) },
+		func() error {
+			return store.Save(ctx, "orders", []kinesisload.ShardProgress{{ShardID: "shardId-000000000000", State: kinesisload.StateCompleted, Position: scan.ShardEnd()}})
+		},
+		func() error { return store.StartOver(ctx, "orders", newID) },
+		func() error {
+			return store.Save(ctx, "orders", []kinesisload.ShardProgress{{ShardID: "shardId-000000000000", State: kinesisload.StateActive, Position: scan.AfterSequence("7")}})
+		},
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runInspect("-dir", dir, "-records", "4")
+	if code != 0 {
+		t.Fatalf("exit status %d, stderr:\n%s", code, errOut)
+	}
+	want := "Stream orders: 1 shard (1 ACTIVE)\n" +
+		"  identity: " + arn + " created 2026-03-02T08:30:00.5Z\n" +
+		"  shardId-000000000000  ACTIVE          AFTER_SEQUENCE_NUMBER:7\n" +
+		"  archived 1: the progress of " + arn + " created 2026-03-01T12:00:00Z, 1 shard (1 COMPLETED), when it was replaced by " + arn + " created 2026-03-02T08:30:00.5Z\n" +
+		"    shardId-000000000000  COMPLETED       SHARD_END\n"
+	if diff := cmp.Diff(want, section(out, "Stream orders")); diff != "" {
+		t.Errorf("stream section (-want +got):\n%s\nwhole output:\n%s", diff, out)
+	}
+	for _, line := range []string{
+		"        identity: " + arn + " created 2026-03-01T12:00:00Z\n",
+		"        started over: the progress was archived; the stream is now " + arn + " created 2026-03-02T08:30:00.5Z\n",
+	} {
+		if !strings.Contains(out, line) {
+			t.Errorf("the records do not show %q:\n%s", line, out)
+		}
 	}
 }
 
