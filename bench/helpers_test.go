@@ -234,12 +234,41 @@ func fileStore(tb testing.TB) *kinesisload.JournalStore {
 // memStore is a PositionStore that keeps progress in memory only: nothing
 // is durable. It is the baseline of the checkpoint overhead.
 type memStore struct {
-	mu sync.Mutex
-	m  map[string]map[string]kinesisload.ShardProgress
+	mu  sync.Mutex
+	m   map[string]map[string]kinesisload.ShardProgress
+	ids map[string]kinesisload.StreamIdentity
 }
 
 func newMemStore() *memStore {
-	return &memStore{m: make(map[string]map[string]kinesisload.ShardProgress)}
+	return &memStore{m: make(map[string]map[string]kinesisload.ShardProgress), ids: make(map[string]kinesisload.StreamIdentity)}
+}
+
+// Identity implements kinesisload.PositionStore.
+func (s *memStore) Identity(_ context.Context, stream string) (kinesisload.StreamIdentity, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ids[stream], nil
+}
+
+// SetIdentity implements kinesisload.PositionStore.
+func (s *memStore) SetIdentity(_ context.Context, stream string, id kinesisload.StreamIdentity) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.ids[stream]; !old.IsZero() && !old.Equal(id) {
+		return &kinesisload.StreamMismatchError{Stream: stream, Stored: old, Current: id}
+	}
+	s.ids[stream] = id
+	return nil
+}
+
+// StartOver implements kinesisload.PositionStore. A benchmark never
+// re-creates a stream, so nothing is archived: the progress is dropped.
+func (s *memStore) StartOver(_ context.Context, stream string, id kinesisload.StreamIdentity) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, stream)
+	s.ids[stream] = id
+	return nil
 }
 
 // Load implements kinesisload.PositionStore.
