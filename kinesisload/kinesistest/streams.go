@@ -50,10 +50,10 @@ func (f *Fake) CreateStream(ctx context.Context, in *kinesis.CreateStreamInput, 
 	if cur := f.openShardTotal(); cur+n > f.cfg.shardLimit {
 		return nil, f.errShardLimit(cur, n)
 	}
-	now := f.now()
-	f.nextID++
 	// The API carries the creation timestamp in milliseconds.
-	st := &stream{id: f.nextID, name: name, arn: f.streamARN(name), created: now.Truncate(time.Millisecond)}
+	now := f.now().Truncate(time.Millisecond)
+	f.nextID++
+	st := &stream{id: f.nextID, name: name, arn: f.streamARN(name), created: now}
 	if old, ok := f.past[name]; ok {
 		// A new stream of an old name: Kinesis gives it the same ARN but
 		// a later creation timestamp (even on a clock that has not
