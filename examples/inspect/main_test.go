@@ -476,10 +476,20 @@ func TestCorruptJournal(t *testing.T) {
 	if len(backups) != 1 {
 		t.Fatalf("backups of %s: %v, want one", seg, backups)
 	}
+	// The cut is at the start of the write (a batch of records) that holds
+	// the damaged record: at the damage, or before it.
+	cm := regexp.MustCompile(`(?m)^     what:   truncated at offset (\d+) `).FindStringSubmatch(out)
+	if cm == nil {
+		t.Fatalf("the repair report does not say where it cut:\n%s", out)
+	}
+	cut, _ := strconv.Atoi(cm[1])
+	if cut > offset || cut < 8 {
+		t.Errorf("cut at offset %d, want at the damage (%d) or before it, after the segment header", cut, offset)
+	}
 	wantRepair := fmt.Sprintf("Repair of %s:\n", lj.dir) +
 		fmt.Sprintf("  1. %s\n", seg) +
 		fmt.Sprintf("     why:    damage at offset %d of %s: %s\n", offset, seg, m[3]) +
-		fmt.Sprintf("     what:   truncated at offset %d (%d bytes cut)\n", offset, len(data)-offset) +
+		fmt.Sprintf("     what:   truncated at offset %d (%d bytes cut)\n", cut, len(data)-cut) +
 		fmt.Sprintf("     backup: %s\n", backups[0])
 	if got := section(out, "Repair of"); !strings.HasPrefix(got, wantRepair) {
 		t.Errorf("repair report does not start as expected (-want +got):\n%s", cmp.Diff(wantRepair, got))
@@ -487,8 +497,8 @@ func TestCorruptJournal(t *testing.T) {
 	if got, err := os.ReadFile(backups[0]); err != nil || !bytes.Equal(got, data) {
 		t.Errorf("the backup %s does not hold the damaged segment (err %v)", backups[0], err)
 	}
-	if st, err := os.Stat(seg); err != nil || st.Size() != int64(offset) {
-		t.Errorf("the segment after repair: %v, %v; want %d bytes", st, err, offset)
+	if st, err := os.Stat(seg); err != nil || st.Size() != int64(cut) {
+		t.Errorf("the segment after repair: %v, %v; want %d bytes", st, err, cut)
 	}
 	if !strings.Contains(out, "Stream orders: ") || strings.Contains(out, "Last ") {
 		t.Errorf("after the repair, the state is not printed (or records are, despite -records 0):\n%s", out)
