@@ -80,10 +80,20 @@ type Config struct {
 	// Default: none (the caller's context still applies).
 	BatchTimeout time.Duration
 
-	// Retries is how many times one call is retried after a retryable or
-	// throttling error (see kerr.IsRetryable) or an expired iterator.
-	// Default [DefaultRetries] (3); a negative value disables retries.
+	// Retries is how many times one call is retried after a retryable
+	// error (a 5xx, a timeout, a reset connection; see kerr.IsRetryable)
+	// or an expired iterator. Throttling does not count: a throttled call
+	// is retried, with the same backoff, for as long as the batch's
+	// context and [Config.BatchTimeout] allow. Default [DefaultRetries]
+	// (3); a negative value disables retries.
 	Retries int
+
+	// CallInterval is the least time between two calls of one operation
+	// (GetRecords, GetShardIterator) on one shard, so that a scan keeps
+	// within the Kinesis limits of 5 calls per second per shard instead of
+	// running into throttling. Default [DefaultCallInterval] (200 ms); a
+	// negative value switches pacing off.
+	CallInterval time.Duration
 
 	// Backoff[i] is the wait before retry i+1; the last entry is reused
 	// for later retries. Default [DefaultBackoff] (1 s, 2 s, 4 s).
@@ -216,6 +226,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PageLimit == 0 {
 		c.PageLimit = DefaultPageLimit
+	}
+	if c.CallInterval == 0 {
+		c.CallInterval = DefaultCallInterval
 	}
 	if c.HeadLimit == 0 {
 		c.HeadLimit = DefaultHeadLimit

@@ -3,6 +3,7 @@ package scan_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -56,10 +57,14 @@ func TestResolveAllOrNothing(t *testing.T) {
 			wantShard: true,
 		},
 		{
-			name: "a shard keeps throttling",
+			// Throttling is retried until the batch deadline, not
+			// Retries times.
+			name: "a shard keeps throttling past the batch deadline",
 			arm: func(t *testing.T, w *world, cfg *scan.Config, c *recorder, shard string, cancel context.CancelFunc) {
+				cfg.BatchTimeout = 100 * time.Millisecond
 				w.fake.Inject(kinesistest.Fault{Op: kinesistest.OpGetRecords, Shard: shard, Err: throttled()})
 			},
+			wantIs:    context.DeadlineExceeded,
 			wantShard: true,
 		},
 		{
@@ -224,6 +229,7 @@ func TestResolveRetries(t *testing.T) {
 			cfg.CallTimeout = 20 * time.Millisecond
 			cfg.PageLimit = 5
 			cfg.HeadLimit = 1
+			cfg.CallInterval = -1 // only backoff sleeps
 			var slept []time.Duration
 			sleep := cfg.Sleep
 			cfg.Sleep = func(ctx context.Context, d time.Duration) error {
@@ -273,10 +279,9 @@ func TestResolveRetryBounds(t *testing.T) {
 		err       error
 		wantCalls int
 	}{
-		{"throttled, default retries", 0, throttled(), 4},
-		{"throttled, one retry", 1, throttled(), 2},
-		{"throttled, retries off", -1, throttled(), 1},
 		{"internal failure", 0, &types.InternalFailureException{Message: aws.String("oops")}, 4},
+		{"internal failure, one retry", 1, &types.InternalFailureException{Message: aws.String("oops")}, 2},
+		{"internal failure, retries off", -1, &types.InternalFailureException{Message: aws.String("oops")}, 1},
 		{"invalid argument is not retried", 0, &types.InvalidArgumentException{Message: aws.String("bad")}, 1},
 		{"access denied is not retried", 0, &types.AccessDeniedException{Message: aws.String("no")}, 1},
 	}
@@ -292,6 +297,80 @@ func TestResolveRetryBounds(t *testing.T) {
 			}
 			if got := w.fake.Calls(kinesistest.OpGetShardIterator); got != tc.wantCalls {
 				t.Errorf("%d GetShardIterator calls, want %d", got, tc.wantCalls)
+			}
+		})
+	}
+}
+
+// TestResolveThrottlingIsNotARetry throttles a scan more often than
+// Retries allows: throttling is retried while the batch's context lives,
+// without using up the budget for failures, and with backoff.
+func TestResolveThrottlingIsNotARetry(t *testing.T) {
+	for _, retries := range []int{-1, 0, 2} {
+		t.Run(fmt.Sprintf("retries %d", retries), func(t *testing.T) {
+			w, ids := fourShards(t)
+			const throttles = 8
+			for n := 1; n <= throttles; n++ {
+				w.fake.Inject(kinesistest.Fault{Op: kinesistest.OpGetShardIterator, Nth: n, Err: throttled()})
+			}
+			// And one real failure, which Retries must still allow
+			// (unless retries are off).
+			if retries >= 0 {
+				w.fake.Inject(kinesistest.Fault{Op: kinesistest.OpGetShardIterator, Nth: throttles + 1, Err: &types.InternalFailureException{Message: aws.String("oops")}})
+			}
+			cfg := w.testConfig(scan.StrategyProbe, 0)
+			cfg.Retries = retries
+			var events []scan.RetryEvent
+			cfg.Hooks.Retry = func(e scan.RetryEvent) { events = append(events, e) }
+			res, err := newResolver(t, cfg).Resolve(context.Background(), scan.Request{Client: w.fake, Stream: "s", Shards: ids[:1]})
+			if err != nil {
+				t.Fatalf("Resolve: %v, want throttling retried beyond Retries = %d", err, retries)
+			}
+			want := throttles
+			if retries >= 0 {
+				want++
+			}
+			if len(events) != want || res[0].Stats.Retries != want {
+				t.Errorf("%d retry events, Stats.Retries = %d; want %d", len(events), res[0].Stats.Retries, want)
+			}
+			for i, e := range events {
+				if e.Backoff <= 0 {
+					t.Errorf("retry %d after %v without backoff", i+1, e.Err)
+				}
+			}
+		})
+	}
+}
+
+// TestResolvePacesCalls resolves shards on a fake that enforces the
+// per-shard limits of 5 GetRecords and 5 GetShardIterator calls per
+// second: the scan keeps within them, and is never throttled.
+func TestResolvePacesCalls(t *testing.T) {
+	for _, st := range strategies {
+		t.Run(st.String(), func(t *testing.T) {
+			limits := kinesistest.Limits{GetRecordsPerSecond: 5, GetShardIteratorPerSecond: 5}
+			w := newWorld(t, kinesistest.WithLimits(limits))
+			kinesistest.NewStream(t, w.fake, "s", 1)
+			putN(t, w.fake, "s", shard0, 300, 1, w.every(time.Second))
+			w.clock.Advance(time.Minute)
+			cfg := w.testConfig(st, 0)
+			cfg.PageLimit = 20 // many calls, close together
+			var throttledCalls int
+			cfg.Hooks.Retry = func(scan.RetryEvent) { throttledCalls++ }
+			res, err := newResolver(t, cfg).Resolve(context.Background(), scan.Request{Client: w.fake, Stream: "s", Shards: []string{shard0}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res[0].Stats.Calls < 10 {
+				t.Fatalf("only %d calls: the test does not exercise the limits", res[0].Stats.Calls)
+			}
+			fs, err := w.fake.Stats("s", shard0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if throttledCalls != 0 || fs.GetRecordsThrottled != 0 || fs.GetShardIteratorThrottled != 0 {
+				t.Errorf("%d retries, %d GetRecords and %d GetShardIterator calls throttled by the fake; want none: the scan must pace its calls",
+					throttledCalls, fs.GetRecordsThrottled, fs.GetShardIteratorThrottled)
 			}
 		})
 	}
@@ -399,6 +478,7 @@ func TestNewResolverDefaults(t *testing.T) {
 		QueueSize:     1024,
 		CallTimeout:   30 * time.Second,
 		Retries:       3,
+		CallInterval:  200 * time.Millisecond,
 		Backoff:       []time.Duration{time.Second, 2 * time.Second, 4 * time.Second},
 		Jitter:        0.2,
 		PageLimit:     10000,

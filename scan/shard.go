@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/tidemark/tidemark/internal/backoff"
 	"github.com/tidemark/tidemark/internal/kerr"
 )
 
@@ -46,7 +47,8 @@ type shardScan struct {
 	stream string
 	shard  string
 	stats  Stats
-	retry  func(RetryEvent) // the request's retry hook, if any
+	retry  func(RetryEvent)          // the request's retry hook, if any
+	pacers map[string]*backoff.Pacer // by operation; see pace
 
 	// The newest server time seen in a response, and this host's clock
 	// when it was seen.
@@ -327,11 +329,18 @@ func (s *shardScan) getRecords(ctx context.Context, iter string, limit int32) (*
 	return out, nil
 }
 
-// call makes one Kinesis call with its own timeout, retrying retryable
-// errors with backoff. It never retries once ctx has ended.
+// call makes one paced Kinesis call with its own timeout, retrying
+// retryable errors with backoff. Throttling does not count against
+// Config.Retries: it is retried while ctx (the batch deadline) allows,
+// since it means the shard works and is busy. It never retries once ctx
+// has ended.
 func (s *shardScan) call(ctx context.Context, op string, f func(context.Context) error) error {
+	failures, throttles := 0, 0
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.pace(ctx, op); err != nil {
 			return err
 		}
 		s.stats.Calls++
@@ -342,13 +351,21 @@ func (s *shardScan) call(ctx context.Context, op string, f func(context.Context)
 		if ctx.Err() != nil {
 			return errors.Join(ctx.Err(), err)
 		}
-		if attempt > s.cfg.Retries || !kerr.IsRetryable(err) {
+		n := 0
+		if kerr.IsThrottled(err) {
+			throttles++
+			n = throttles
+		} else {
+			failures++
+			n = failures
+		}
+		if failures > s.cfg.Retries || !kerr.IsRetryable(err) {
 			if attempt > 1 {
 				return fmt.Errorf("after %d attempts: %w", attempt, err)
 			}
 			return err
 		}
-		d := s.backoff(attempt)
+		d := s.backoff(n)
 		s.stats.Retries++
 		s.retryHook(op, attempt, err, d)
 		if serr := s.cfg.Sleep(ctx, d); serr != nil {
