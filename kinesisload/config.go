@@ -24,7 +24,14 @@ const (
 	// DefaultMaxConcurrentDeliveries is the default
 	// Config.MaxConcurrentDeliveries.
 	DefaultMaxConcurrentDeliveries = 64
+	DefaultKinesisBackoff          = time.Second
+	DefaultKinesisMaxBackoff       = 20 * time.Second
 )
+
+// SinkRetriesForever is the [Config.SinkRetries] that retries a refused
+// batch without limit: the Loader then stops for the Sink only when it
+// panics, or when Run's context ends or the Loader is closed.
+const SinkRetriesForever = -1
 
 // ErrInvalidConfig is wrapped by every error of [Config.Validate] and [New].
 var ErrInvalidConfig = errors.New("kinesisload: invalid config")
@@ -82,10 +89,12 @@ type Config struct {
 	// ListShards. Default 30 s.
 	CallTimeout time.Duration
 	// SinkRetries is how many times a batch the Sink refused is retried
-	// before the Loader stops. Default 5; 0 means no retry.
+	// before the Loader stops with [ErrSink]: the Sink's own give-up
+	// policy. Default 5; 0 means no retry; [SinkRetriesForever] (-1)
+	// retries without limit.
 	SinkRetries int
 	// SinkBackoff is the first wait before retrying the Sink; it doubles
-	// on each retry up to 30 s, with jitter. Default 1 s.
+	// on each retry up to SinkMaxBackoff, with jitter. Default 1 s.
 	SinkBackoff time.Duration
 	// ResolveStrategy is how the Loader's own [scan.Resolver] finds the
 	// tips that LATEST resolves to: [scan.StrategyProbe] (the zero value,
@@ -123,6 +132,24 @@ type Config struct {
 	// [StreamRecreatedStartOver] archives the old progress and reads the
 	// new stream as on a first run.
 	OnStreamRecreated StreamRecreated
+	// SinkMaxBackoff caps the wait between two tries of the Sink.
+	// Default 30 s.
+	SinkMaxBackoff time.Duration
+	// KinesisMaxAttempts bounds how many times one Kinesis call (and one
+	// initialisation) is tried after transient failures (throttling, 5xx,
+	// timeouts, connection errors, expired iterators) before the Loader
+	// stops with [ErrKinesis]. Default 0: without limit, so that an outage
+	// of any length is waited out and the Loader catches up after it.
+	KinesisMaxAttempts int
+	// KinesisBackoff is the first wait after a transient Kinesis failure;
+	// it doubles on each retry up to KinesisMaxBackoff, with jitter
+	// (between half and all of it). A throttled call waits half as long.
+	// Default 1 s.
+	KinesisBackoff time.Duration
+	// KinesisMaxBackoff caps the wait between two tries of a Kinesis
+	// call, and so bounds how long after an outage ends the Loader reads
+	// again. Default 20 s; at least KinesisBackoff.
+	KinesisMaxBackoff time.Duration
 }
 
 // DefaultConfig returns a Config with every default filled in.
@@ -138,13 +165,17 @@ func DefaultConfig() Config {
 
 		MaxBufferedBytes:        DefaultMaxBufferedBytes,
 		MaxConcurrentDeliveries: DefaultMaxConcurrentDeliveries,
+		SinkMaxBackoff:          DefaultMaxSinkBackoff,
+		KinesisBackoff:          DefaultKinesisBackoff,
+		KinesisMaxBackoff:       DefaultKinesisMaxBackoff,
 	}
 }
 
 // Validate reports the first invalid field, by name and value. A zero
 // duration, StartPosition or RecordsPerCall means its default (see
 // [DefaultConfig]), so Validate is also correct on a Config that did not
-// start from DefaultConfig; SinkRetries 0 means no retry.
+// start from DefaultConfig; SinkRetries 0 means no retry and
+// KinesisMaxAttempts 0 no limit.
 func (c Config) Validate() error {
 	bad := func(field string, v any, why string) error {
 		return fmt.Errorf("%w: %s = %v: %s", ErrInvalidConfig, field, v, why)
@@ -164,8 +195,8 @@ func (c Config) Validate() error {
 		return bad("RecordsPerCall", c.RecordsPerCall, "must be 1 to 10000")
 	case c.CallTimeout < 0:
 		return bad("CallTimeout", c.CallTimeout, "must not be negative")
-	case c.SinkRetries < 0:
-		return bad("SinkRetries", c.SinkRetries, "must not be negative")
+	case c.SinkRetries < SinkRetriesForever:
+		return bad("SinkRetries", c.SinkRetries, "must be 0 or more, or SinkRetriesForever (-1)")
 	case c.SinkBackoff < 0:
 		return bad("SinkBackoff", c.SinkBackoff, "must not be negative")
 	case c.ResolveStrategy > scan.StrategyFullScan:
@@ -176,6 +207,18 @@ func (c Config) Validate() error {
 		return bad("MaxConcurrentDeliveries", c.MaxConcurrentDeliveries, "must not be negative (0 means the default)")
 	case c.OnStreamRecreated > StreamRecreatedStartOver:
 		return bad("OnStreamRecreated", c.OnStreamRecreated, "must be StreamRecreatedStop or StreamRecreatedStartOver")
+	case c.SinkMaxBackoff < 0:
+		return bad("SinkMaxBackoff", c.SinkMaxBackoff, "must not be negative")
+	case c.SinkMaxBackoff > 0 && c.SinkMaxBackoff < c.SinkBackoff:
+		return bad("SinkMaxBackoff", c.SinkMaxBackoff, fmt.Sprintf("must be at least SinkBackoff (%v)", c.SinkBackoff))
+	case c.KinesisMaxAttempts < 0:
+		return bad("KinesisMaxAttempts", c.KinesisMaxAttempts, "must not be negative (0 means without limit)")
+	case c.KinesisBackoff < 0:
+		return bad("KinesisBackoff", c.KinesisBackoff, "must not be negative")
+	case c.KinesisMaxBackoff < 0:
+		return bad("KinesisMaxBackoff", c.KinesisMaxBackoff, "must not be negative")
+	case c.KinesisMaxBackoff > 0 && c.KinesisMaxBackoff < c.KinesisBackoff:
+		return bad("KinesisMaxBackoff", c.KinesisMaxBackoff, fmt.Sprintf("must be at least KinesisBackoff (%v)", c.KinesisBackoff))
 	}
 	if c.StartPosition.Kind != 0 {
 		if err := c.StartPosition.Validate(); err != nil {
@@ -233,6 +276,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxConcurrentDeliveries == 0 {
 		c.MaxConcurrentDeliveries = d.MaxConcurrentDeliveries
+	}
+	if c.SinkMaxBackoff == 0 {
+		c.SinkMaxBackoff = max(d.SinkMaxBackoff, c.SinkBackoff)
+	}
+	if c.KinesisBackoff == 0 {
+		c.KinesisBackoff = d.KinesisBackoff
+	}
+	if c.KinesisMaxBackoff == 0 {
+		c.KinesisMaxBackoff = max(d.KinesisMaxBackoff, c.KinesisBackoff)
 	}
 	return c
 }

@@ -31,22 +31,22 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 	l := c.s.l
 	stream := l.cfg.Stream
 	rc := readerConfig{
-		client:      c.s.client,
-		stream:      stream,
-		shard:       c.shard,
-		start:       c.from,
-		limit:       l.cfg.RecordsPerCall,
-		idleWait:    l.cfg.IdleWait,
-		callTimeout: l.cfg.CallTimeout,
+		client:       c.s.client,
+		stream:       stream,
+		shard:        c.shard,
+		start:        c.from,
+		limit:        l.cfg.RecordsPerCall,
+		idleWait:     l.cfg.IdleWait,
+		callTimeout:  l.cfg.CallTimeout,
+		maxAttempts:  l.cfg.KinesisMaxAttempts,
+		maxThrottles: l.cfg.KinesisMaxAttempts,
+		retry:        l.retryPolicy(),
+		throttle:     l.throttlePolicy(),
 		hooks: readerHooks{
-			onThrottle: func(shard, op string, wait time.Duration, err error) {
-				l.hooks.onThrottled(Throttled{Stream: stream, ShardID: shard, Op: op, Backoff: wait, Err: err})
-			},
-			onRetry: func(shard, op string, attempt int, wait time.Duration, err error) {
-				l.log.Warn("retrying", "shard", shard, "op", op, "attempt", attempt, "err", err)
-				l.hooks.onRetry(Retry{Stream: stream, ShardID: shard, Op: op, Attempt: attempt, Backoff: wait, Err: err})
-			},
+			onThrottle: l.retried,
+			onRetry:    l.retried,
 			onFetch: func(shard string, records int, bytes int64, behind int64) {
+				l.stats.fetched(shard, behind)
 				l.hooks.onFetched(Fetched{Stream: stream, ShardID: shard, Records: records, Bytes: bytes, MillisBehindLatest: behind})
 			},
 			onIteratorRenewed: func(shard string, from scan.Position) {
@@ -61,8 +61,10 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 	}
 	rd, err := newReader(rc)
 	if err != nil {
-		return false, err
+		return false, stopError(stream, c.shard, "GetShardIterator", ErrKinesis, err)
 	}
+	l.stats.reading(c.shard, true)
+	defer l.stats.reading(c.shard, false)
 	l.log.Info("shard started", "shard", c.shard, "from", c.from)
 	rctx, stopReading := context.WithCancel(gctx)
 	// Unbuffered: the reader fetches the next page while the Sink works on
@@ -109,7 +111,7 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 		}
 	}
 	if err := <-readErr; err != nil && gctx.Err() == nil {
-		return false, err
+		return false, stopError(stream, c.shard, "GetRecords", ErrKinesis, err)
 	}
 	return false, nil
 }
@@ -165,7 +167,7 @@ func (c *consumer) deliver(ctx context.Context, p page, fetched time.Time) error
 // to Config.SinkRetries times, and returns how many calls it took.
 func (s *session) deliverRetrying(ctx context.Context, b Batch) (attempts int, err error) {
 	l := s.l
-	policy := backoff.Policy{Base: l.cfg.SinkBackoff, Max: DefaultMaxSinkBackoff, Jitter: backoff.EqualJitter}
+	policy := backoff.Policy{Base: l.cfg.SinkBackoff, Max: l.cfg.SinkMaxBackoff, Jitter: backoff.EqualJitter}
 	for {
 		attempts++
 		// One of MaxConcurrentDeliveries; not held while backing off.
@@ -181,13 +183,12 @@ func (s *session) deliverRetrying(ctx context.Context, b Batch) (attempts int, e
 		if ctx.Err() != nil {
 			return attempts, ctx.Err()
 		}
-		if attempts > l.cfg.SinkRetries {
-			return attempts, fmt.Errorf("kinesisload: stream %s, shard %s: the sink refused the batch of %d records ending at %v, %d times: %w",
-				b.Stream, b.ShardID, len(b.Records), b.Checkpoint, attempts, err)
+		if l.cfg.SinkRetries != SinkRetriesForever && attempts > l.cfg.SinkRetries {
+			return attempts, &RunError{Stream: b.Stream, Shard: b.ShardID, Op: "Deliver", Kind: ErrSink,
+				Err: fmt.Errorf("the sink refused the batch of %d records ending at %v, %d times: %w", len(b.Records), b.Checkpoint, attempts, err)}
 		}
 		wait := policy.Delay(attempts)
-		l.log.Warn("sink refused a batch; retrying", "shard", b.ShardID, "attempt", attempts, "wait", wait, "err", err)
-		l.hooks.onRetry(Retry{Stream: b.Stream, ShardID: b.ShardID, Op: "Deliver", Attempt: attempts, Backoff: wait, Err: err})
+		l.retried(b.ShardID, "Deliver", attempts, wait, err)
 		if err := backoff.Sleep(ctx, wait); err != nil {
 			return attempts, err
 		}
@@ -226,8 +227,9 @@ func (s *session) saveShard(ctx context.Context, u ShardProgress, from ShardStat
 		if errors.Is(err, context.Canceled) {
 			return err
 		}
-		return fmt.Errorf("kinesisload: stream %s, shard %s: saving progress: %w", s.l.cfg.Stream, u.ShardID, err)
+		return &RunError{Stream: s.l.cfg.Stream, Shard: u.ShardID, Op: "Save", Kind: ErrJournal, Err: fmt.Errorf("saving progress: %w", err)}
 	}
+	s.l.stats.saved([]ShardProgress{u})
 	if u.State != 0 && u.State != from {
 		s.l.hooks.onState(ShardStateChanged{Stream: s.l.cfg.Stream, ShardID: u.ShardID, From: from, To: u.State})
 	}

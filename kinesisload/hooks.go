@@ -111,7 +111,8 @@ type Fetched struct {
 }
 
 // HookThrottled is called when Kinesis refused a call for exceeding a
-// limit; the Loader backs off and tries again.
+// limit; the Loader backs off and tries again. [HookRetry] is called for
+// the same retry too.
 type HookThrottled interface {
 	OnThrottled(Throttled)
 }
@@ -120,8 +121,10 @@ type HookThrottled interface {
 type Throttled struct {
 	Stream, ShardID string
 	Op              string
-	Backoff         time.Duration
-	Err             error
+	// Attempt counts the failed tries of this call so far, from 1.
+	Attempt int
+	Backoff time.Duration
+	Err     error
 }
 
 // MarshalJSON encodes t with Err as its message: an SDK error may hold
@@ -134,7 +137,12 @@ func (t Throttled) MarshalJSON() ([]byte, error) {
 	}{plain(t), errText(t.Err)})
 }
 
-// HookRetry is called before a failed call or delivery is tried again.
+// HookRetry is called before a failed call or delivery is tried again:
+// every transient Kinesis failure (throttling included), every refused
+// batch within Config.SinkRetries, and every initialisation that failed
+// transiently and is started over. A Loader that keeps retrying (an
+// outage) shows it here, with growing Attempt counts, and in
+// [Loader.Stats].
 type HookRetry interface {
 	OnRetry(Retry)
 }
@@ -143,9 +151,12 @@ type HookRetry interface {
 type Retry struct {
 	Stream, ShardID string
 	// Op is the failed operation: "GetRecords", "GetShardIterator",
-	// "ListShards", "Deliver".
-	Op      string
+	// "ListShards", "Deliver", "Initialise" (a whole initialisation,
+	// started over), or from the LATEST scan of initialisation.
+	Op string
+	// Attempt counts the failed tries so far, from 1.
 	Attempt int
+	// Backoff is the wait before the next try.
 	Backoff time.Duration
 	Err     error
 }

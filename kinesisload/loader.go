@@ -14,8 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/tidemark/tidemark/internal/backoff"
-	"github.com/tidemark/tidemark/internal/kerr"
 	"github.com/tidemark/tidemark/journal"
 	"github.com/tidemark/tidemark/scan"
 )
@@ -45,6 +43,7 @@ type Loader struct {
 	// (Config.MaxBufferedBytes); deliveries the Deliver calls in progress
 	// (Config.MaxConcurrentDeliveries).
 	buffered, deliveries *budget
+	stats                statsTracker
 
 	mu       sync.Mutex
 	running  bool
@@ -103,7 +102,14 @@ func New(cfg Config, opts ...Option) (*Loader, error) {
 // fatal error happens, or [Loader.Close] is called; it returns ctx.Err(),
 // the error, or [ErrClosed]. Initialisation resolves every tracked shard's
 // LATEST into a concrete position and journals the whole batch before any
-// shard is read. While paused, Run waits for [Loader.Resume].
+// shard is read; an initialisation that fails transiently (Kinesis
+// unreachable, throttled, failing) publishes nothing and is started over
+// after a backoff. While paused, Run waits for [Loader.Resume].
+//
+// Transient failures are retried (see the package documentation,
+// "Retries"); a fatal error is a [*RunError] naming the stream, the shard
+// and the operation, of the class [ErrSink], [ErrKinesis], [ErrLineage],
+// [ErrJournal] or [ErrInvalidConfig].
 //
 // After a hard stop (ctx ends, or Close's context does) Run returns within
 // about a second even if a Sink ignores its context; it then returns a
@@ -127,6 +133,7 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 	l.done = done
 	l.mu.Unlock()
 	defer func() {
+		l.stats.setInitialised(false)
 		l.mu.Lock()
 		l.running = false
 		l.mu.Unlock()
@@ -137,9 +144,11 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 	if client == nil {
 		awsCfg, err := config.LoadDefaultConfig(ctx)
 		if err != nil {
-			return fmt.Errorf("kinesisload: loading the AWS configuration: %w", err)
+			return &RunError{Stream: l.cfg.Stream, Op: "Config", Kind: ErrInvalidConfig, Err: fmt.Errorf("loading the AWS configuration: %w", err)}
 		}
-		client = kinesis.NewFromConfig(awsCfg)
+		// One retry layer, the Loader's: every call also passes
+		// noSDKRetries, which covers a client given by WithClient.
+		client = kinesis.NewFromConfig(awsCfg, noSDKRetries)
 	}
 	resolver := l.opt.resolver
 	if resolver == nil {
@@ -153,7 +162,7 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 	if store == nil {
 		j, err := journal.Open(l.cfg.Dir, journal.DefaultConfig())
 		if err != nil {
-			return fmt.Errorf("kinesisload: opening the journal: %w", err)
+			return &RunError{Stream: l.cfg.Stream, Op: "Load", Kind: ErrJournal, Err: fmt.Errorf("opening the journal: %w", err)}
 		}
 		if rec := j.Recovery(); rec.Torn != nil {
 			l.log.Warn("journal: truncated the torn last write of a crash", "file", rec.Torn.File,
@@ -165,11 +174,11 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 		}
 		defer func() {
 			if cerr := j.Close(); cerr != nil && err == nil {
-				err = fmt.Errorf("kinesisload: closing the journal: %w", cerr)
+				err = &RunError{Stream: l.cfg.Stream, Op: "Save", Kind: ErrJournal, Err: fmt.Errorf("closing the journal: %w", cerr)}
 			}
 		}()
 		if store, err = NewJournalStore(ctx, j, 0); err != nil {
-			return err
+			return stopError(l.cfg.Stream, "", "Load", ErrJournal, err)
 		}
 	}
 	env := &session{l: l, client: client, resolver: resolver, store: store}
@@ -188,6 +197,7 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 				se.Cause = ErrClosed // Close's context ended
 			}
 		}
+		l.stats.setInitialised(false)
 		var mismatch *StreamMismatchError
 		switch {
 		case errors.As(err, &mismatch) && l.cfg.OnStreamRecreated == StreamRecreatedStartOver && ctx.Err() == nil:
@@ -324,13 +334,14 @@ func (l *Loader) Close(ctx context.Context) error {
 // listShards returns every shard of the stream, following the pages. No
 // ShardFilter is used: lineage needs the closed parents as well as the
 // open shards, and every retained shard is exactly what an unfiltered list
-// returns.
+// returns. Each page is one call under its own timeout, with the SDK's
+// retries off.
 func listShards(ctx context.Context, c scan.Client, stream string, timeout time.Duration) ([]types.Shard, error) {
 	var shards []types.Shard
 	in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
 	for {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
-		out, err := c.ListShards(cctx, in)
+		out, err := c.ListShards(cctx, in, noSDKRetries)
 		cancel()
 		if err != nil {
 			return nil, err
@@ -343,28 +354,14 @@ func listShards(ctx context.Context, c scan.Client, stream string, timeout time.
 	}
 }
 
-// listShardsRetrying lists shards, retrying retryable errors a bounded
-// number of times.
+// listShards lists the shards, retrying transient failures as
+// [session.callKinesis] does; a listing that fails part-way starts again
+// from its first page (a NextToken may expire while the Loader waits).
 func (s *session) listShards(ctx context.Context) ([]types.Shard, error) {
-	const attempts = 5
-	for attempt := 1; ; attempt++ {
-		shards, err := listShards(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
-		if err == nil {
-			return shards, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if !kerr.IsRetryable(err) || attempt == attempts {
-			return nil, fmt.Errorf("kinesisload: stream %s: ListShards: %w", s.l.cfg.Stream, err)
-		}
-		wait := backoff.Policy{Base: time.Second, Max: 30 * time.Second, Jitter: backoff.EqualJitter}.Delay(attempt)
-		s.l.hooks.onRetry(Retry{Stream: s.l.cfg.Stream, Op: "ListShards", Attempt: attempt, Backoff: wait, Err: err})
-		if kerr.IsThrottled(err) {
-			s.l.hooks.onThrottled(Throttled{Stream: s.l.cfg.Stream, Op: "ListShards", Backoff: wait, Err: err})
-		}
-		if err := backoff.Sleep(ctx, wait); err != nil {
-			return nil, err
-		}
-	}
+	var shards []types.Shard
+	err := s.callKinesis(ctx, "", "ListShards", func(ctx context.Context) (err error) {
+		shards, err = listShards(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
+		return err
+	})
+	return shards, err
 }

@@ -21,7 +21,6 @@ const (
 	readerDefaultMinInterval = 200 * time.Millisecond // 5 GetRecords calls/s per shard
 	readerDefaultIdleWait    = time.Second
 	readerDefaultCallTimeout = 30 * time.Second
-	readerDefaultMaxAttempts = 5
 	readerDefaultReadBytes   = 2 << 20 // 2 MiB/s read per shard
 )
 
@@ -60,7 +59,8 @@ type readerConfig struct {
 	// maxAttempts bounds the tries of one call that keeps failing with a
 	// retryable error other than throttling (a 5xx, a timeout, a reset
 	// connection), and the iterator renewals in a row that are followed by
-	// another expiry. Default 5.
+	// another expiry (Config.KinesisMaxAttempts). Default 0: unlimited
+	// while ctx lives; an outage is waited out.
 	maxAttempts int
 	// maxThrottles bounds the retries of one call that keeps being
 	// throttled. Default 0: unlimited while ctx lives. Throttling means the
@@ -91,8 +91,9 @@ type readerConfig struct {
 // readerHooks report what a reader does. They are called synchronously
 // from the reader's goroutine and must be fast.
 type readerHooks struct {
-	// onThrottle is called when op was throttled, before waiting wait.
-	onThrottle func(shard, op string, wait time.Duration, err error)
+	// onThrottle is called when op was throttled, before waiting wait;
+	// attempt counts the throttles of this call so far, from 1.
+	onThrottle func(shard, op string, attempt int, wait time.Duration, err error)
 	// onRetry is called when op failed with a retryable error, before
 	// waiting wait and making try number attempt+1 (attempt counts the
 	// failed tries so far, from 1).
@@ -167,8 +168,8 @@ func newReader(cfg readerConfig) (*reader, error) {
 	if cfg.callTimeout <= 0 {
 		cfg.callTimeout = readerDefaultCallTimeout
 	}
-	if cfg.maxAttempts <= 0 {
-		cfg.maxAttempts = readerDefaultMaxAttempts
+	if cfg.maxAttempts < 0 {
+		cfg.maxAttempts = 0
 	}
 	if cfg.maxThrottles < 0 {
 		cfg.maxThrottles = 0
@@ -233,8 +234,8 @@ func (r *reader) run(ctx context.Context, out chan<- page) error {
 	// the start position if none was sent, after a backoff.
 	renew := func(claim error) (string, error) {
 		odd++
-		if odd >= r.cfg.maxAttempts {
-			return "", r.errorf("%d answers in a row claimed the end of a shard that ListShards lists as open: %w", odd, claim)
+		if m := r.cfg.maxAttempts; m > 0 && odd >= m {
+			return "", r.errorf("GetRecords", "%d answers in a row claimed the end of a shard that ListShards lists as open: %w", odd, claim)
 		}
 		wait := r.cfg.retry.Delay(odd)
 		if h := r.cfg.hooks.onRetry; h != nil {
@@ -273,8 +274,20 @@ func (r *reader) run(ctx context.Context, out chan<- page) error {
 				return err
 			}
 			expired++
-			if expired > r.cfg.maxAttempts {
-				return r.errorf("GetRecords: iterator expired %d times in a row, even right after it was renewed: %w", expired, err)
+			if m := r.cfg.maxAttempts; m > 0 && expired > m {
+				return r.errorf("GetRecords", "iterator expired %d times in a row, even right after it was renewed: %w", expired, err)
+			}
+			if expired > 1 {
+				// Expired again right after a renewal: something is
+				// wrong for now (a clock, the service); back off
+				// before the next renewal.
+				wait := r.cfg.retry.Delay(expired - 1)
+				if h := r.cfg.hooks.onRetry; h != nil {
+					h(r.cfg.shard, "GetRecords", expired-1, wait, err)
+				}
+				if err := r.cfg.clock.Sleep(ctx, wait); err != nil {
+					return err
+				}
 			}
 			from := r.cfg.start
 			if last != "" {
@@ -359,7 +372,7 @@ func (r *reader) closed(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if !listed {
-		return false, r.errorf("ListShards does not list the shard, so its end cannot be confirmed")
+		return false, r.errorf("ListShards", "the shard is not listed, so its end cannot be confirmed")
 	}
 	return closed, nil
 }
@@ -383,11 +396,11 @@ func (r *reader) send(ctx context.Context, out chan<- page, p page) error {
 func (r *reader) iterator(ctx context.Context, from scan.Position) (string, error) {
 	in, err := from.IteratorInput(r.cfg.stream, r.cfg.shard)
 	if err != nil {
-		return "", r.errorf("GetShardIterator at %s: %w", from, err)
+		return "", r.errorf("GetShardIterator", "at %s: %w", from, err)
 	}
 	var it string
 	err = r.do(ctx, "GetShardIterator", false, func(ctx context.Context) error {
-		res, err := r.cfg.client.GetShardIterator(ctx, in)
+		res, err := r.cfg.client.GetShardIterator(ctx, in, noSDKRetries)
 		if err != nil {
 			return err
 		}
@@ -399,9 +412,9 @@ func (r *reader) iterator(ctx context.Context, from scan.Position) (string, erro
 	})
 	if ia, ok := errors.AsType[*types.InvalidArgumentException](err); ok &&
 		(from.Kind == scan.KindAtSequence || from.Kind == scan.KindAfterSequence) {
-		return "", r.errorf("Kinesis refuses to resume at %s, the stored position: the sequence number is not one of this shard's. "+
+		return "", r.errorf("GetShardIterator", "Kinesis refuses to resume at %s, the stored position: the sequence number is not one of this shard's. "+
 			"The progress belongs to another stream: was the stream deleted and created again under the same name "+
-			"(see Config.OnStreamRecreated), or the journal or the sink's checkpoints copied from another stream? (GetShardIterator: %w)", from, ia)
+			"(see Config.OnStreamRecreated), or the journal or the sink's checkpoints copied from another stream? (%w)", from, ia)
 	}
 	return it, err
 }
@@ -428,7 +441,7 @@ func (r *reader) getRecords(ctx context.Context, iter string) (*kinesis.GetRecor
 			defer cancel()
 			held = n
 		}
-		out, err := r.cfg.client.GetRecords(cctx, in)
+		out, err := r.cfg.client.GetRecords(cctx, in, noSDKRetries)
 		if err != nil {
 			r.cfg.buffer.release(held)
 			held = 0
@@ -472,7 +485,7 @@ func (r *reader) getRecords(ctx context.Context, iter string) (*kinesis.GetRecor
 // do calls fn, with the per-call timeout, until it succeeds, fails for
 // good, or ctx ends. Throttling is retried with the throttle backoff (up to
 // maxThrottles times if that is set), other retryable errors with the retry
-// backoff up to maxAttempts tries in all. An expired iterator is returned
+// backoff (up to maxAttempts tries in all if that is set). An expired iterator is returned
 // unwrapped. paced calls wait for the pacer before every try.
 func (r *reader) do(ctx context.Context, op string, paced bool, fn func(context.Context) error) error {
 	attempts, throttles := 0, 0
@@ -497,19 +510,19 @@ func (r *reader) do(ctx context.Context, op string, paced bool, fn func(context.
 		case kerr.IsThrottled(err):
 			throttles++
 			if m := r.cfg.maxThrottles; m > 0 && throttles > m {
-				return r.errorf("%s: still throttled after %d retries: %w", op, m, err)
+				return r.errorf(op, "still throttled after %d retries: %w", m, err)
 			}
 			wait := r.cfg.throttle.Delay(throttles)
 			if h := r.cfg.hooks.onThrottle; h != nil {
-				h(r.cfg.shard, op, wait, err)
+				h(r.cfg.shard, op, throttles, wait, err)
 			}
 			if err := r.cfg.clock.Sleep(ctx, wait); err != nil {
 				return err
 			}
 		case kerr.IsRetryable(err):
 			attempts++
-			if attempts >= r.cfg.maxAttempts {
-				return r.errorf("%s: failed %d times, giving up: %w", op, attempts, err)
+			if m := r.cfg.maxAttempts; m > 0 && attempts >= m {
+				return r.errorf(op, "failed %d times, giving up: %w", attempts, err)
 			}
 			wait := r.cfg.retry.Delay(attempts)
 			if h := r.cfg.hooks.onRetry; h != nil {
@@ -519,13 +532,13 @@ func (r *reader) do(ctx context.Context, op string, paced bool, fn func(context.
 				return err
 			}
 		default:
-			return r.errorf("%s: %w", op, err)
+			return r.errorf(op, "%w", err)
 		}
 	}
 }
 
-// errorf returns an error prefixed with the package, stream and shard.
-func (r *reader) errorf(format string, args ...any) error {
-	return fmt.Errorf("kinesisload: stream %s shard %s: "+format,
-		append([]any{r.cfg.stream, r.cfg.shard}, args...)...)
+// errorf returns a [*RunError] of class [ErrKinesis] naming the stream,
+// the shard and op.
+func (r *reader) errorf(op, format string, args ...any) error {
+	return &RunError{Stream: r.cfg.stream, Shard: r.cfg.shard, Op: op, Kind: ErrKinesis, Err: fmt.Errorf(format, args...)}
 }

@@ -516,7 +516,7 @@ func TestReaderStaysWithinRealLimits(t *testing.T) {
 			cfg := e.config(scan.TrimHorizon())
 			cfg.limit = tt.limit
 			throttled := 0
-			cfg.hooks.onThrottle = func(string, string, time.Duration, error) { throttled++ }
+			cfg.hooks.onThrottle = func(string, string, int, time.Duration, error) { throttled++ }
 			pages := startReader(t, cfg).readN(tt.records)
 			if diff := cmp.Diff(want, rdData(pages)); diff != "" {
 				t.Errorf("records (-want +got):\n%s", diff)
@@ -553,7 +553,7 @@ func TestReaderRidesOutThrottlingStorm(t *testing.T) {
 	cfg := e.config(scan.TrimHorizon())
 	cfg.limit = 4
 	var waits []time.Duration
-	cfg.hooks.onThrottle = func(shard, op string, wait time.Duration, err error) {
+	cfg.hooks.onThrottle = func(shard, op string, _ int, wait time.Duration, err error) {
 		if shard != rdShard || op != "GetRecords" || !kerr.IsThrottled(err) {
 			t.Errorf("onThrottle(%q, %q, %v, %v)", shard, op, wait, err)
 		}
@@ -698,7 +698,7 @@ func TestReaderRenewsExpiredIterator(t *testing.T) {
 		}
 	})
 
-	t.Run("expiring again and again is an error", func(t *testing.T) {
+	t.Run("expiring again and again is an error when attempts are bounded", func(t *testing.T) {
 		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 		e := newRDEnv(t, kinesistest.WithoutLimits())
 		e.put("r", 3, 0, time.Millisecond)
@@ -707,6 +707,7 @@ func TestReaderRenewsExpiredIterator(t *testing.T) {
 			return nil, nil
 		}
 		cfg := e.config(scan.TrimHorizon())
+		cfg.maxAttempts = 5
 		renewals := 0
 		cfg.hooks.onIteratorRenewed = func(string, scan.Position) { renewals++ }
 		pages, err := startReader(t, cfg).drain()
@@ -716,7 +717,7 @@ func TestReaderRenewsExpiredIterator(t *testing.T) {
 		if !kerr.IsExpiredIterator(err) || !strings.Contains(err.Error(), "stream "+rdStream+" shard "+rdShard) {
 			t.Errorf("run = %v, want an ExpiredIteratorException naming stream and shard", err)
 		}
-		if want := readerDefaultMaxAttempts; renewals != want {
+		if want := cfg.maxAttempts; renewals != want {
 			t.Errorf("renewals = %d, want %d", renewals, want)
 		}
 	})
@@ -778,6 +779,7 @@ func TestReaderFailures(t *testing.T) {
 				e.fake.Inject(tt.fault)
 			}
 			cfg := e.config(scan.TrimHorizon())
+			cfg.maxAttempts = 5 // bounded (Config.KinesisMaxAttempts), to see it give up
 			if tt.shard != "" {
 				cfg.shard = tt.shard
 			}
@@ -885,7 +887,7 @@ func TestReaderCancel(t *testing.T) {
 		e.clock.block = func(time.Duration) bool { return true } // every real wait blocks
 		throttles := 0
 		cfg := e.config(scan.TrimHorizon())
-		cfg.hooks.onThrottle = func(string, string, time.Duration, error) { throttles++ }
+		cfg.hooks.onThrottle = func(string, string, int, time.Duration, error) { throttles++ }
 		run := startReader(t, cfg)
 		d := rdRecv(t, e.clock.blocked, "the throttle backoff")
 		if want := readerDefaultThrottle.Ceiling(1) * 3 / 4; d != want {

@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/tidemark/tidemark/internal/backoff"
 	"github.com/tidemark/tidemark/internal/kerr"
 	"github.com/tidemark/tidemark/scan"
 )
@@ -48,14 +51,38 @@ type shardDone struct {
 // (returns nil: a graceful stop) or a loop fails (returns its error).
 // Every goroutine it started has exited when it returns.
 func (s *session) run(gctx, hctx context.Context, stop context.CancelFunc) error {
-	t, err := s.initialise(gctx)
-	if err != nil {
+	l := s.l
+	for attempt := 1; ; attempt++ {
+		t, err := s.initialise(gctx)
+		if err == nil {
+			l.stats.setInitialised(true)
+			return s.schedule(gctx, hctx, stop, t)
+		}
 		if gctx.Err() != nil && errors.Is(err, gctx.Err()) {
 			return nil // stopped during initialisation: nothing was published
 		}
-		return err
+		if !initTransient(err) || (l.cfg.KinesisMaxAttempts > 0 && attempt >= l.cfg.KinesisMaxAttempts) {
+			return stopError(l.cfg.Stream, "", "Initialise", ErrKinesis, err)
+		}
+		// Nothing of the batch was published: start over.
+		wait := l.retryPolicy().Delay(attempt)
+		l.retried("", "Initialise", attempt, wait, err)
+		if err := backoff.Sleep(gctx, wait); err != nil {
+			return nil // paused or closed while waiting
+		}
 	}
-	return s.schedule(gctx, hctx, stop, t)
+}
+
+// initTransient reports whether a failed initialisation may succeed if it
+// is started over: its cause is a transient Kinesis failure (the LATEST
+// scan gave up after its own retries, or its batch deadline passed), not a
+// refusal, a lineage violation, a store or Sink failure.
+func initTransient(err error) bool {
+	var re *RunError
+	if errors.As(err, &re) && re.Kind != ErrKinesis {
+		return false
+	}
+	return kerr.IsRetryable(err) || kerr.IsExpiredIterator(err)
 }
 
 // initialise builds the topology, resolves every LATEST into a concrete
@@ -71,19 +98,25 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	}
 	stored, err := s.store.Load(ctx, stream)
 	if err != nil {
-		return nil, fmt.Errorf("kinesisload: stream %s: loading progress: %w", stream, err)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &RunError{Stream: stream, Op: "Load", Kind: ErrJournal, Err: fmt.Errorf("loading progress: %w", err)}
 	}
 	var fromSink []ShardProgress
 	inSink := map[string]bool{}
 	if l.tx != nil {
 		cps, err := l.tx.Checkpoints(ctx, stream)
 		if err != nil {
-			return nil, fmt.Errorf("kinesisload: stream %s: loading the sink's checkpoints: %w", stream, err)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, &RunError{Stream: stream, Op: "Checkpoints", Kind: ErrSink, Err: fmt.Errorf("loading the sink's checkpoints: %w", err)}
 		}
 		for id, pos := range cps {
 			inSink[id] = true
 			if err := pos.Validate(); err != nil {
-				return nil, fmt.Errorf("kinesisload: stream %s, shard %s: the sink's checkpoint: %w", stream, id, err)
+				return nil, &RunError{Stream: stream, Shard: id, Op: "Checkpoints", Kind: ErrSink, Err: fmt.Errorf("the sink's checkpoint: %w", err)}
 			}
 			u := ShardProgress{ShardID: id, Position: pos}
 			if pos.Kind == scan.KindShardEnd {
@@ -102,16 +135,18 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	if err != nil {
 		return nil, err
 	}
-	updates, err := t.observe(shards)
+	updates, err := s.observe(t, shards)
 	if err != nil {
 		return nil, err
 	}
 	for _, id := range sortedKeys(l.cfg.Shards) {
 		if t.nodes[id] == nil {
-			return nil, fmt.Errorf("%w: Shards[%s]: stream %s has no such shard", ErrInvalidConfig, id, stream)
+			return nil, &RunError{Stream: stream, Shard: id, Op: "Config", Kind: ErrInvalidConfig,
+				Err: fmt.Errorf("%w: Shards[%s]: stream %s has no such shard", ErrInvalidConfig, id, stream)}
 		}
 		if l.cfg.Shards[id].Kind == scan.KindShardEnd && !t.nodes[id].closed {
-			return nil, fmt.Errorf("%w: Shards[%s] = SHARD_END: the shard is open in stream %s; SHARD_END skips only a closed shard", ErrInvalidConfig, id, stream)
+			return nil, &RunError{Stream: stream, Shard: id, Op: "Config", Kind: ErrInvalidConfig,
+				Err: fmt.Errorf("%w: Shards[%s] = SHARD_END: the shard is open in stream %s; SHARD_END skips only a closed shard", ErrInvalidConfig, id, stream)}
 		}
 	}
 	// A shard the sink completed may release its children.
@@ -131,10 +166,7 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 					Done: int(done.Add(1)), Total: len(pending), Calls: r.Stats.Calls, Bytes: r.Stats.Bytes})
 			},
 			Retry: func(e scan.RetryEvent) {
-				l.hooks.onRetry(Retry{Stream: e.Stream, ShardID: e.Shard, Op: e.Op, Attempt: e.Attempt, Backoff: e.Backoff, Err: e.Err})
-				if kerr.IsThrottled(e.Err) {
-					l.hooks.onThrottled(Throttled{Stream: e.Stream, ShardID: e.Shard, Op: e.Op, Backoff: e.Backoff, Err: e.Err})
-				}
+				l.retried(e.Shard, e.Op, e.Attempt, e.Backoff, e.Err)
 			},
 		}}
 		var results []scan.ShardResult
@@ -147,7 +179,15 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 			l.log.Warn("the journal was repaired: starting the shards to resolve before its last surviving write instead",
 				"shards", len(pending), "last_write", mark.LastWrite, "rewind", RepairRewind)
 		} else if results, err = s.resolver.Resolve(ctx, req); err != nil {
-			return nil, fmt.Errorf("kinesisload: stream %s: initialisation: %w", stream, err)
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				return nil, err
+			}
+			shard := ""
+			var se *scan.ShardError
+			if errors.As(err, &se) {
+				shard = se.Shard
+			}
+			return nil, &RunError{Stream: stream, Shard: shard, Op: "Resolve", Kind: ErrKinesis, Err: fmt.Errorf("initialisation: %w", err)}
 		}
 		for _, r := range results {
 			if r.Stats.FellBack {
@@ -198,6 +238,13 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 			reused++
 		}
 	}
+	var seed []ShardProgress
+	for id, n := range t.nodes {
+		if t.tracked(id) && n.State != 0 {
+			seed = append(seed, n.ShardProgress)
+		}
+	}
+	l.stats.saved(seed)
 	took := time.Since(began)
 	strategy := s.resolver.Config().Strategy
 	l.hooks.onInit(InitResolved{Stream: stream, Resolved: len(pending), Reused: reused, Strategy: strategy, FellBack: fellBack, Positions: starts, Duration: took})
@@ -225,9 +272,13 @@ func (s *session) save(ctx context.Context, t *topology, updates []ShardProgress
 		}
 	}
 	if err := s.store.Save(ctx, t.stream, updates); err != nil {
-		return fmt.Errorf("kinesisload: stream %s: saving progress: %w", t.stream, err)
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return err
+		}
+		return &RunError{Stream: t.stream, Op: "Save", Kind: ErrJournal, Err: fmt.Errorf("saving progress: %w", err)}
 	}
 	t.apply(updates)
+	s.l.stats.saved(updates)
 	for _, u := range updates {
 		id := u.ShardID
 		if now := t.nodes[id].State; now != before[id] {
@@ -245,7 +296,7 @@ func (s *session) refresh(ctx context.Context, t *topology) error {
 	if err != nil {
 		return err
 	}
-	updates, err := t.observe(shards)
+	updates, err := s.observe(t, shards)
 	if err != nil {
 		return err
 	}
@@ -256,6 +307,16 @@ func (s *session) refresh(ctx context.Context, t *topology) error {
 		return err
 	}
 	return s.prune(ctx, t)
+}
+
+// observe merges a listing into the topology (see [topology.observe]); a
+// lineage violation comes back as a [*RunError] of class [ErrLineage].
+func (s *session) observe(t *topology, shards []types.Shard) ([]ShardProgress, error) {
+	updates, err := t.observe(shards)
+	if err != nil {
+		return nil, stopError(t.stream, "", "Lineage", ErrLineage, err)
+	}
+	return updates, nil
 }
 
 // schedule runs one consume loop per runnable shard, starts children when

@@ -1,0 +1,88 @@
+package kinesisload
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The classes of the errors that stop [Loader.Run]. Every such error is a
+// [*RunError] whose Kind is one of them (or [ErrLineage] or
+// [ErrInvalidConfig]), so that errors.Is tells what failed:
+//
+//	switch {
+//	case errors.Is(err, kinesisload.ErrSink):    // the destination gave up
+//	case errors.Is(err, kinesisload.ErrKinesis): // Kinesis refused for good
+//	case errors.Is(err, kinesisload.ErrLineage): // data would be skipped
+//	case errors.Is(err, kinesisload.ErrJournal): // progress cannot be stored
+//	}
+//
+// Transient failures never stop Run unless a bound was configured
+// ([Config.KinesisMaxAttempts], [Config.SinkRetries]); see the package
+// documentation, "Retries".
+var (
+	// ErrSink is the class of a stop caused by the Sink: it refused a
+	// batch more often than [Config.SinkRetries] allows, panicked, or
+	// failed to load its checkpoints.
+	ErrSink = errors.New("kinesisload: the sink failed")
+	// ErrKinesis is the class of a stop caused by Kinesis: an error no
+	// retry can fix (access denied, an unknown stream or shard, an
+	// invalid argument), or a transient one that outlasted
+	// [Config.KinesisMaxAttempts] when that is set.
+	ErrKinesis = errors.New("kinesisload: kinesis failed")
+	// ErrJournal is the class of a stop caused by the [PositionStore]:
+	// progress could not be loaded (a corrupt journal) or saved.
+	ErrJournal = errors.New("kinesisload: the position store failed")
+)
+
+// RunError is the error that stops [Loader.Run] (besides ctx.Err(),
+// [ErrClosed] and [ErrRunning]). errors.As gives the stream, the shard, the
+// operation and the cause; errors.Is matches its Kind and anything its Err
+// wraps (such as a *types.AccessDeniedException).
+type RunError struct {
+	// Stream is the stream the Loader reads.
+	Stream string
+	// Shard is the shard the failure is about; empty when it is about
+	// the stream as a whole (ListShards, initialisation).
+	Shard string
+	// Op is what failed: a Kinesis call ("ListShards",
+	// "GetShardIterator", "GetRecords"), "Resolve" (the LATEST scan of
+	// initialisation), "Deliver" or "Checkpoints" (the Sink), "Load" or
+	// "Save" (the PositionStore), "Lineage" or "Config".
+	Op string
+	// Kind is the class: [ErrSink], [ErrKinesis], [ErrJournal],
+	// [ErrLineage] or [ErrInvalidConfig].
+	Kind error
+	// Err is the cause.
+	Err error
+}
+
+// Error returns "kinesisload: stream S shard H: Op: cause", without the
+// shard when there is none.
+func (e *RunError) Error() string {
+	where := "stream " + e.Stream
+	if e.Shard != "" {
+		where += " shard " + e.Shard
+	}
+	return fmt.Sprintf("kinesisload: %s: %s: %v", where, e.Op, e.Err)
+}
+
+// Unwrap returns the Kind and the cause, for errors.Is and errors.As.
+func (e *RunError) Unwrap() []error {
+	if e.Kind == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Kind, e.Err}
+}
+
+// stopError returns err as a [*RunError] of the given class, unless it
+// already holds one (the innermost naming is the most precise) or is nil.
+func stopError(stream, shard, op string, kind, err error) error {
+	if err == nil {
+		return nil
+	}
+	var re *RunError
+	if errors.As(err, &re) {
+		return err
+	}
+	return &RunError{Stream: stream, Shard: shard, Op: op, Kind: kind, Err: err}
+}

@@ -1,0 +1,162 @@
+package kinesisload
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tidemark/tidemark/scan"
+)
+
+// Stats is a snapshot of a [Loader], from [Loader.Stats]: enough for a
+// readiness probe (Initialised) and a liveness view (per shard lag,
+// retries and the last error).
+type Stats struct {
+	// Stream is the stream the Loader reads.
+	Stream string
+	// Running is true while Run is running (also while it retries a
+	// failed initialisation, and while paused).
+	Running bool
+	// Paused is true between [Loader.Pause] and [Loader.Resume].
+	Paused bool
+	// Initialised is true once the current session's initialisation is
+	// journaled and the shards are being read; false before, while
+	// paused, and after Run returned.
+	Initialised bool
+	// Retries counts the retries of calls that are not about one shard
+	// (ListShards, initialisation) since the Loader was created.
+	Retries int
+	// LastError is the last error of such a call that was retried, and
+	// LastErrorAt when it happened; empty and zero if none.
+	LastError   string
+	LastErrorAt time.Time
+	// Shards are the shards the Loader tracks, by ShardID.
+	Shards []ShardStats
+}
+
+// ShardStats is the state of one shard in [Stats].
+type ShardStats struct {
+	ShardID string
+	// State is the shard's durable state.
+	State ShardState
+	// Position is where reading resumes, as committed: the start, the
+	// position after the last record the Sink accepted, or SHARD_END.
+	Position scan.Position
+	// Reading is true while a consume loop runs for the shard.
+	Reading bool
+	// MillisBehindLatest is what the shard's last GetRecords page
+	// reported; -1 until a page was read.
+	MillisBehindLatest int64
+	// Retries counts the retries of the shard's Kinesis calls and Sink
+	// deliveries since the Loader was created.
+	Retries int
+	// LastError is the last error that was retried for the shard, and
+	// LastErrorAt when it happened; empty and zero if none.
+	LastError   string
+	LastErrorAt time.Time
+}
+
+// Stats returns a snapshot of the Loader. It is safe to call at any time,
+// from any goroutine, and cheap enough for a probe.
+func (l *Loader) Stats() Stats {
+	l.mu.Lock()
+	running, paused := l.running, l.paused
+	l.mu.Unlock()
+	s := l.stats.snapshot()
+	s.Stream, s.Running, s.Paused = l.cfg.Stream, running, paused
+	return s
+}
+
+// statsTracker holds what [Loader.Stats] reports. Every method is safe for
+// concurrent use.
+type statsTracker struct {
+	mu          sync.Mutex
+	initialised bool
+	retries     int
+	lastErr     string
+	lastErrAt   time.Time
+	shards      map[string]*ShardStats
+}
+
+func (t *statsTracker) shard(id string) *ShardStats {
+	if t.shards == nil {
+		t.shards = map[string]*ShardStats{}
+	}
+	s := t.shards[id]
+	if s == nil {
+		s = &ShardStats{ShardID: id, MillisBehindLatest: -1}
+		t.shards[id] = s
+	}
+	return s
+}
+
+// setInitialised marks the session initialised (reading) or not.
+func (t *statsTracker) setInitialised(v bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.initialised = v
+	if !v {
+		for _, s := range t.shards {
+			s.Reading = false
+		}
+	}
+}
+
+// saved merges durable updates of shard progress.
+func (t *statsTracker) saved(updates []ShardProgress) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, u := range updates {
+		if u.ShardID == "" {
+			continue
+		}
+		s := t.shard(u.ShardID)
+		p := merge(ShardProgress{ShardID: u.ShardID, State: s.State, Position: s.Position}, u)
+		s.State, s.Position = p.State, p.Position
+	}
+}
+
+// reading records whether a consume loop runs for shard.
+func (t *statsTracker) reading(shard string, v bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.shard(shard).Reading = v
+}
+
+// fetched records the lag a GetRecords page reported.
+func (t *statsTracker) fetched(shard string, behind int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.shard(shard).MillisBehindLatest = behind
+}
+
+// retried counts one retry; shard is empty for a call about the stream.
+func (t *statsTracker) retried(shard string, err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if shard == "" {
+		t.retries++
+		t.lastErr, t.lastErrAt = msg, now
+		return
+	}
+	s := t.shard(shard)
+	s.Retries++
+	s.LastError, s.LastErrorAt = msg, now
+}
+
+func (t *statsTracker) snapshot() Stats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := Stats{Initialised: t.initialised, Retries: t.retries, LastError: t.lastErr, LastErrorAt: t.lastErrAt}
+	for _, sh := range t.shards {
+		s.Shards = append(s.Shards, *sh)
+	}
+	slices.SortFunc(s.Shards, func(a, b ShardStats) int { return strings.Compare(a.ShardID, b.ShardID) })
+	return s
+}
