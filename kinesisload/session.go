@@ -55,7 +55,6 @@ func (s *session) run(gctx, hctx context.Context, stop context.CancelFunc) error
 	for attempt := 1; ; attempt++ {
 		t, err := s.initialise(gctx)
 		if err == nil {
-			l.stats.setInitialised(true)
 			return s.schedule(gctx, hctx, stop, t)
 		}
 		if gctx.Err() != nil && errors.Is(err, gctx.Err()) {
@@ -245,6 +244,7 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 		}
 	}
 	l.stats.saved(seed)
+	l.stats.setInitialised(true)
 	took := time.Since(began)
 	strategy := s.resolver.Config().Strategy
 	l.hooks.onInit(InitResolved{Stream: stream, Resolved: len(pending), Reused: reused, Strategy: strategy, FellBack: fellBack, Positions: starts, Duration: took})
