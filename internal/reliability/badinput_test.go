@@ -505,8 +505,9 @@ func TestBadInput(t *testing.T) {
 		committedCovered(t, dir, stream, put, sink.lines())
 	})
 
-	// Every call outlives CallTimeout: the Loader gives up within its
-	// bounds, naming what failed, instead of hanging.
+	// Every call outlives CallTimeout: with KinesisMaxAttempts set, the
+	// Loader gives up within its bounds, naming what failed, instead of
+	// hanging. (By default it waits the outage out: see TestOutage.)
 	t.Run("Kinesis never answers", func(t *testing.T) {
 		const stream = "silent"
 		createStream(ctx, t, api, stream, 1)
@@ -519,6 +520,7 @@ func TestBadInput(t *testing.T) {
 		sink := &memSink{}
 		cfg := quick(stream, sink, dir)
 		cfg.CallTimeout = time.Second
+		cfg.KinesisMaxAttempts = 3
 		r := runLoader(t, cfg, kinesisload.WithClient(newClient(t, proxy.URL())))
 		r.waitInit(t)
 		put := putN(ctx, t, api, stream, "n", 5)
