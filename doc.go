@@ -38,6 +38,12 @@
 //     position after the Sink accepted them.
 //  4. Loader.Close stops reading, lets in-flight batches finish and commit,
 //     and returns.
+
+// Transient failures (throttling, 5xx, timeouts, lost connections, expired
+// iterators) are retried without limit, with capped jittered backoff, and
+// reported to hooks, logs and Loader.Stats; Run stops only for what no retry
+// fixes (access denied, bad configuration, a lineage violation, a corrupt
+// journal, a Sink that gave up), with a typed kinesisload.RunError.
 //
 // # Packages
 //

@@ -70,6 +70,29 @@
 // committed. After a hard stop Run returns within about a second even if a
 // Sink ignores its context ([StuckError]), and commits nothing more.
 //
+// # Retries
+//
+// Transient failures are retried, never turned into a stop: throttling,
+// 5xx and InternalFailure, timeouts, reset or refused connections,
+// truncated answers and expired iterators are retried without limit by
+// default, with capped, jittered exponential backoff
+// ([Config.KinesisBackoff] to [Config.KinesisMaxBackoff]; throttles wait
+// half as long). There is one retry layer: the SDK's own retries are off
+// for every call the Loader makes. An initialisation that fails
+// transiently publishes nothing and is started over. Every retry is
+// reported to [HookRetry] (and [HookThrottled]) with its attempt count, to
+// the log, and to [Loader.Stats], so a Loader waiting out an outage is
+// visible, and it catches up once Kinesis answers again.
+//
+// Only what no retry can fix stops [Loader.Run]: access denied, an unknown
+// stream or shard, invalid configuration, a lineage violation, a corrupt
+// journal or a failed save, a Sink that refused a batch more often than
+// [Config.SinkRetries] allows ([SinkRetriesForever] never gives up), and,
+// when [Config.KinesisMaxAttempts] is set, a transient failure that
+// outlasted it. Such a stop is a [*RunError] naming the stream, the shard
+// and the operation; errors.Is tells its class: [ErrSink], [ErrKinesis],
+// [ErrLineage], [ErrJournal] or [ErrInvalidConfig].
+//
 // # The guarantee
 //
 // Once initialisation has been journaled, every record that arrives in a

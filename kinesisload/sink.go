@@ -57,10 +57,10 @@ type Batch struct {
 // shard's batches come in shard order; a parent shard's last batch is
 // committed before any batch of its children is delivered.
 //
-// An error makes the Loader retry the same batch with bounded backoff
-// (Config.SinkRetries); when the retries are exhausted the Loader stops with
-// an error naming the shard, and commits nothing after the last accepted
-// batch. Deliver must honour ctx: it is cancelled when the Loader is stopped
+// An error makes the Loader retry the same batch with capped backoff
+// (Config.SinkRetries, SinkBackoff, SinkMaxBackoff); when the retries are
+// exhausted the Loader stops with a [*RunError] of class [ErrSink] naming the
+// shard, and commits nothing after the last accepted batch. Deliver must honour ctx: it is cancelled when the Loader is stopped
 // hard.
 //
 // A plain Sink keeps no positions: the journal (Config.Dir, or the

@@ -23,9 +23,13 @@
 // a token of the shared budget before it claims a shard. Shards waiting for a
 // token count against [Config.QueueSize]; a batch that does not fit fails at
 // once with [ErrQueueFull]. Every Kinesis call has its own timeout
-// ([Config.CallTimeout]); retryable and throttling errors are retried a
-// bounded number of times with backoff and jitter, and the SDK's own retries
-// are switched off for these calls so that the bounds are the true ones. An
+// ([Config.CallTimeout]), and calls of one operation on one shard are paced
+// [Config.CallInterval] apart (5 per second, the Kinesis limit). Retryable
+// errors are retried a bounded number of times ([Config.Retries]) with
+// backoff and jitter; throttling is retried with the same backoff for as
+// long as the batch's context and deadline allow, without using up that
+// budget. The SDK's own retries are switched off for these calls so that
+// the bounds are the true ones. An
 // expired iterator is re-acquired after the last record seen, or at the
 // read's start. [Config.BatchTimeout] bounds a whole batch, including the
 // time it waits. Workers check for cancellation before claiming a shard,
@@ -81,7 +85,8 @@
 // history. The price is a few dozen small calls where the full scan of a
 // tiny shard makes two; at the Kinesis limit of 5 GetRecords calls per
 // second per shard that is a few seconds per shard, against days for a
-// full week of history. Throttling is retried like any retryable error.
+// full week of history. Throttling is retried, without counting against
+// [Config.Retries].
 //
 // # Why the probe strategy returns what the full scan returns
 //
