@@ -3,6 +3,7 @@ package kinesisload
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // The classes of the errors that stop [Loader.Run]. Every such error is a
@@ -20,9 +21,10 @@ import (
 // ([Config.KinesisMaxAttempts], [Config.SinkRetries]); see the package
 // documentation, "Retries".
 var (
-	// ErrSink is the class of a stop caused by the Sink: it refused a
-	// batch more often than [Config.SinkRetries] allows, panicked, or
-	// failed to load its checkpoints.
+	// ErrSink is the class of a stop caused by the Sink: it refused (or
+	// panicked on) a batch more often than [Config.SinkRetries] allows,
+	// failed to load its checkpoints, or ignored its context after a hard
+	// stop ([*StuckError]).
 	ErrSink = errors.New("kinesisload: the sink failed")
 	// ErrKinesis is the class of a stop caused by Kinesis: an error no
 	// retry can fix (access denied, an unknown stream or shard, an
@@ -47,23 +49,32 @@ type RunError struct {
 	// Op is what failed: a Kinesis call ("ListShards",
 	// "GetShardIterator", "GetRecords"), "Resolve" (the LATEST scan of
 	// initialisation), "Deliver" or "Checkpoints" (the Sink), "Load" or
-	// "Save" (the PositionStore), "Lineage" or "Config".
+	// "Save" or "Prune" (the PositionStore), "Lineage", "Config", or
+	// "Initialise" (a failure of initialisation not classified above).
 	Op string
 	// Kind is the class: [ErrSink], [ErrKinesis], [ErrJournal],
-	// [ErrLineage] or [ErrInvalidConfig].
+	// [ErrLineage] or [ErrInvalidConfig]. A typed stop error of its own
+	// (such as [*StuckError], [*ParentAfterChildError],
+	// [*RepairedJournalError], [*PanicError]) is the Err of a RunError of
+	// its class: errors.As finds both.
 	Kind error
 	// Err is the cause.
 	Err error
 }
 
 // Error returns "kinesisload: stream S shard H: Op: cause", without the
-// shard when there is none.
+// shard when there is none; or the cause's message alone when it names the
+// stream itself (a [*StuckError], a [*ParentAfterChildError], ...).
 func (e *RunError) Error() string {
+	msg := fmt.Sprint(e.Err)
+	if strings.HasPrefix(msg, "kinesisload: stream "+e.Stream+":") {
+		return msg
+	}
 	where := "stream " + e.Stream
 	if e.Shard != "" {
 		where += " shard " + e.Shard
 	}
-	return fmt.Sprintf("kinesisload: %s: %s: %v", where, e.Op, e.Err)
+	return fmt.Sprintf("kinesisload: %s: %s: %s", where, e.Op, msg)
 }
 
 // Unwrap returns the Kind and the cause, for errors.Is and errors.As.

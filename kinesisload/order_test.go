@@ -64,6 +64,7 @@ func TestWidenedSelectionRefusesParentAfterChild(t *testing.T) {
 	if !errors.As(err, &pe) || !errors.Is(err, ErrLineage) {
 		t.Fatalf("Run = %v, want a *ParentAfterChildError wrapping ErrLineage", err)
 	}
+	checkStop(t, err, w.s.name, shard0, "Lineage", ErrLineage)
 	if pe.Stream != w.s.name || pe.Parent != shard0 || pe.Child != w.child {
 		t.Errorf("error names stream %q parent %q child %q, want %q %q %q", pe.Stream, pe.Parent, pe.Child, w.s.name, shard0, w.child)
 	}

@@ -2,6 +2,7 @@ package kinesisload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -120,7 +121,10 @@ func (s *session) prune(ctx context.Context, t *topology) error {
 		return nil
 	}
 	if err := p.Prune(ctx, t.stream, ids); err != nil {
-		return fmt.Errorf("kinesisload: stream %s: pruning %d completed shards: %w", t.stream, len(ids), err)
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return err
+		}
+		return &RunError{Stream: t.stream, Op: "Prune", Kind: ErrJournal, Err: fmt.Errorf("pruning %d completed shards: %w", len(ids), err)}
 	}
 	for _, id := range ids {
 		delete(t.nodes, id)

@@ -25,6 +25,8 @@ var ErrJournalRepaired = errors.New("kinesisload: the journal was repaired and l
 // kept no write time to resume them from. Resolving LATEST again would
 // silently skip every record that arrived since the lost decision.
 //
+// Run returns it as the Err of a [*RunError] of class [ErrJournal].
+//
 // The way out: set each named shard's start explicitly in Config.Shards,
 // to TRIM_HORIZON or to AT_TIMESTAMP of a time before the damage (the
 // repair report's backups show what was cut), then Run again.

@@ -128,6 +128,7 @@ func TestRepairedJournalWithoutWriteTimeRefuses(t *testing.T) {
 	if !errors.As(err, &re) || !errors.Is(err, ErrJournalRepaired) || !slices.Equal(re.Shards, []string{shard0}) {
 		t.Fatalf("Run: %v; want a *RepairedJournalError naming %s", err, shard0)
 	}
+	checkStop(t, err, s.name, "", "Load", ErrJournal)
 
 	third := newRecorder()
 	r = start(t, context.Background(), Config{Stream: s.name, Dir: dir, Sink: third,

@@ -318,6 +318,24 @@ func TestLoaderStopErrorsAreTyped(t *testing.T) {
 	}
 }
 
+// checkStop checks that err, which stopped Run, fits the scheme of
+// errors.go: a *RunError naming stream, shard and op, of exactly one class.
+func checkStop(t *testing.T, err error, stream, shard, op string, class error) {
+	t.Helper()
+	var re *RunError
+	if !errors.As(err, &re) {
+		t.Fatalf("Run = %v (%T), want a *RunError", err, err)
+	}
+	if re.Stream != stream || re.Shard != shard || re.Op != op {
+		t.Errorf("RunError{Stream: %q, Shard: %q, Op: %q}, want {%q, %q, %q}: %v", re.Stream, re.Shard, re.Op, stream, shard, op, err)
+	}
+	for _, c := range []error{ErrSink, ErrKinesis, ErrLineage, ErrJournal, ErrInvalidConfig} {
+		if got, want := errors.Is(err, c), c == class; got != want {
+			t.Errorf("errors.Is(err, %v) = %v, want %v: %v", c, got, want, err)
+		}
+	}
+}
+
 // sdkRetryCheck is a client that records, per operation, the calls whose
 // per-call options leave the SDK's own retryer on.
 type sdkRetryCheck struct {

@@ -61,7 +61,9 @@ func (s *session) run(gctx, hctx context.Context, stop context.CancelFunc) error
 			return nil // stopped during initialisation: nothing was published
 		}
 		if !initTransient(err) || (l.cfg.KinesisMaxAttempts > 0 && attempt >= l.cfg.KinesisMaxAttempts) {
-			return stopError(l.cfg.Stream, "", "Initialise", ErrKinesis, err)
+			// Every failure of initialise is a *RunError with its
+			// class already; anything else is named, unclassified.
+			return stopError(l.cfg.Stream, "", "Initialise", nil, err)
 		}
 		// Nothing of the batch was published: start over.
 		wait := l.retryPolicy().Delay(attempt)
@@ -152,7 +154,11 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	t.apply(fromSink)
 	// Never a parent after its child: refuse before anything is saved.
 	if err := t.checkOrder(); err != nil {
-		return nil, err
+		shard := ""
+		if pe, ok := errors.AsType[*ParentAfterChildError](err); ok {
+			shard = pe.Parent
+		}
+		return nil, stopError(stream, shard, "Lineage", ErrLineage, err)
 	}
 	pending := t.unresolved()
 	fellBack := 0
@@ -173,7 +179,7 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 			// The journal lost decisions: a fresh LATEST could skip records.
 			mark := m.repairMark()
 			if results, err = rewindAfterRepair(stream, pending, mark); err != nil {
-				return nil, err
+				return nil, stopError(stream, "", "Load", ErrJournal, err)
 			}
 			l.log.Warn("the journal was repaired: starting the shards to resolve before its last surviving write instead",
 				"shards", len(pending), "last_write", mark.LastWrite, "rewind", RepairRewind)
@@ -421,7 +427,10 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 					s.seal()
 					stuck := sortedKeys(running)
 					s.l.log.Error("shards did not stop after the hard stop; giving up on them", "shards", stuck, "grace", stuckGrace)
-					return &StuckError{Stream: s.l.cfg.Stream, Shards: stuck}
+					// A Deliver (or a hook) that ignores its context: the
+					// destination's failure.
+					return &RunError{Stream: s.l.cfg.Stream, Shard: stuck[0], Op: "Deliver", Kind: ErrSink,
+						Err: &StuckError{Stream: s.l.cfg.Stream, Shards: stuck}}
 				}
 			}
 			return fatal

@@ -29,7 +29,8 @@ var (
 // lock released; whatever those loops do later is never committed (a
 // Deliver that returns late is delivered again by the next run).
 // errors.Is(err, ErrStuck) holds, and so does errors.Is for the cause of the
-// stop ([ErrClosed], or the error of Run's context).
+// stop ([ErrClosed], or the error of Run's context). Run returns it as the
+// Err of a [*RunError] of class [ErrSink] naming the first stuck shard.
 type StuckError struct {
 	Stream string
 	// Shards are the shards whose loops had not returned, sorted.

@@ -80,6 +80,7 @@ func TestCloseDeadlineWithStuckSink(t *testing.T) {
 	if !errors.As(err, &se) || !slices.Equal(se.Shards, []string{shard0}) || se.Stream != s.name {
 		t.Fatalf("Run = %v, want a StuckError naming %s", err, shard0)
 	}
+	checkStop(t, err, s.name, shard0, "Deliver", ErrSink)
 	if !errors.Is(err, ErrStuck) || !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), shard0) {
 		t.Errorf("Run = %v: want errors.Is ErrStuck and ErrClosed, and the shard in the message", err)
 	}

@@ -23,7 +23,8 @@ var ErrLineage = errors.New("kinesisload: shard lineage broken")
 // saved, when reading a shard would deliver its records after records of
 // one of its children (or a later descendant) that an earlier run already
 // read: typically a selection (Config.Shards) widened to a parent whose
-// child was followed. errors.Is(err, ErrLineage) holds.
+// child was followed. errors.Is(err, ErrLineage) holds. Run returns it as
+// the Err of a [*RunError] (Op "Lineage", Shard the parent).
 //
 // There are two ways out, both explicit: set Config.Shards[Parent] to
 // SHARD_END to skip the parent's remaining records, or name the parent in
