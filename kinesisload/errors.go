@@ -7,14 +7,16 @@ import (
 )
 
 // The classes of the errors that stop [Loader.Run]. Every such error is a
-// [*RunError] whose Kind is one of them (or [ErrLineage] or
-// [ErrInvalidConfig]), so that errors.Is tells what failed:
+// [*RunError] whose Kind is one of them (or [ErrLineage],
+// [ErrStreamMismatch] or [ErrInvalidConfig]), so that errors.Is tells what
+// failed:
 //
 //	switch {
 //	case errors.Is(err, kinesisload.ErrSink):    // the destination gave up
 //	case errors.Is(err, kinesisload.ErrKinesis): // Kinesis refused for good
 //	case errors.Is(err, kinesisload.ErrLineage): // data would be skipped
 //	case errors.Is(err, kinesisload.ErrJournal): // progress cannot be stored
+//	case errors.Is(err, kinesisload.ErrStreamMismatch): // another stream under the name
 //	}
 //
 // Transient failures never stop Run unless a bound was configured
@@ -49,12 +51,13 @@ type RunError struct {
 	// Op is what failed: a Kinesis call ("ListShards",
 	// "GetShardIterator", "GetRecords"), "Resolve" (the LATEST scan of
 	// initialisation), "Deliver" or "Checkpoints" (the Sink), "Load" or
-	// "Save" or "Prune" (the PositionStore), "Lineage", "Config", or
-	// "Initialise" (a failure of initialisation not classified above).
+	// "Save" or "Prune" (the PositionStore), "Lineage", "Config",
+	// "DescribeStreamSummary" (the stream's identity), or "Initialise" (a
+	// failure of initialisation not classified above).
 	Op string
 	// Kind is the class: [ErrSink], [ErrKinesis], [ErrJournal],
-	// [ErrLineage] or [ErrInvalidConfig]. A typed stop error of its own
-	// (such as [*StuckError], [*ParentAfterChildError],
+	// [ErrLineage], [ErrStreamMismatch] or [ErrInvalidConfig]. A typed
+	// stop error of its own (such as [*StuckError], [*StreamMismatchError], [*ParentAfterChildError],
 	// [*RepairedJournalError], [*PanicError]) is the Err of a RunError of
 	// its class: errors.As finds both.
 	Kind error

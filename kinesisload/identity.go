@@ -200,7 +200,7 @@ func (s *session) establishIdentity(ctx context.Context) error {
 			return fmt.Errorf("kinesisload: stream %s: saving the stream's identity: %w", stream, err)
 		}
 	case l.cfg.OnStreamRecreated != StreamRecreatedStartOver:
-		return &StreamMismatchError{Stream: stream, Stored: stored, Current: cur}
+		return stopError(stream, "", "DescribeStreamSummary", ErrStreamMismatch, &StreamMismatchError{Stream: stream, Stored: stored, Current: cur})
 	default:
 		if l.tx != nil {
 			cps, err := l.tx.Checkpoints(ctx, stream)
@@ -233,7 +233,7 @@ func (s *session) checkIdentity(ctx context.Context) error {
 		return err
 	}
 	if !cur.Equal(s.identity) {
-		return &StreamMismatchError{Stream: s.l.cfg.Stream, Stored: s.identity, Current: cur}
+		return stopError(s.l.cfg.Stream, "", "DescribeStreamSummary", ErrStreamMismatch, &StreamMismatchError{Stream: s.l.cfg.Stream, Stored: s.identity, Current: cur})
 	}
 	return nil
 }
@@ -251,7 +251,7 @@ func (s *session) explain(ctx context.Context, err error) error {
 		return err
 	}
 	s.l.log.Warn("a shard failed because the stream was re-created", "err", err)
-	return &StreamMismatchError{Stream: s.l.cfg.Stream, Stored: s.identity, Current: cur}
+	return stopError(s.l.cfg.Stream, "", "DescribeStreamSummary", ErrStreamMismatch, &StreamMismatchError{Stream: s.l.cfg.Stream, Stored: s.identity, Current: cur})
 }
 
 // listShardsChecked lists the shards, then checks that the stream is still
