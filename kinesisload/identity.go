@@ -173,7 +173,32 @@ func describeStream(ctx context.Context, c scan.Client, stream string, timeout t
 		return StreamIdentity{}, fmt.Errorf("the answer has no StreamARN or no StreamCreationTimestamp, which identify the stream")
 	}
 	d := out.StreamDescriptionSummary
+	if d.StreamStatus == types.StreamStatusDeleting {
+		return StreamIdentity{}, fmt.Errorf("%w: stream %s has status DELETING", ErrStreamDeleted, stream)
+	}
 	return StreamIdentity{ARN: *d.StreamARN, Created: d.StreamCreationTimestamp.UTC()}, nil
+}
+
+// ErrStreamDeleted is wrapped by the error that stops Run when Kinesis says
+// the stream is being deleted. (A stream already gone stops Run with
+// Kinesis's ResourceNotFoundException.)
+var ErrStreamDeleted = errors.New("kinesisload: the stream is being deleted")
+
+// explainVanished returns, instead of err (a lineage violation: tracked
+// shards missing from a listing), the reason the stream itself gives when
+// it is being deleted or is gone; otherwise err.
+func (s *session) explainVanished(ctx context.Context, err error) error {
+	if _, derr := describeStream(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout); derr != nil && ctx.Err() == nil &&
+		(errors.Is(derr, ErrStreamDeleted) || errorIsNotFound(derr)) {
+		return stopError(s.l.cfg.Stream, "", "DescribeStreamSummary", ErrKinesis, derr)
+	}
+	return err
+}
+
+// errorIsNotFound reports whether err is Kinesis's ResourceNotFoundException.
+func errorIsNotFound(err error) bool {
+	_, ok := errors.AsType[*types.ResourceNotFoundException](err)
+	return ok
 }
 
 // establishIdentity checks, at the start of a session, that the stream is

@@ -304,7 +304,7 @@ func (s *session) refresh(ctx context.Context, t *topology) error {
 	}
 	updates, err := s.observe(t, shards)
 	if err != nil {
-		return err
+		return s.explainVanished(ctx, err)
 	}
 	if err := s.save(ctx, t, updates); err != nil {
 		return err
