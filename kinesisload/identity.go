@@ -10,8 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/tidemark/tidemark/internal/backoff"
-	"github.com/tidemark/tidemark/internal/kerr"
 	"github.com/tidemark/tidemark/scan"
 )
 
@@ -130,41 +128,23 @@ func (r StreamRecreated) String() string {
 	return fmt.Sprintf("StreamRecreated(%d)", uint8(r))
 }
 
-// describeAttempts bounds the tries of DescribeStreamSummary that keeps
-// failing with a retryable error, as for ListShards.
-const describeAttempts = 5
-
 // describeIdentity asks Kinesis for the stream's identity, retrying
-// retryable errors a bounded number of times.
+// transient failures like every call of the Loader (see callKinesis).
 func (s *session) describeIdentity(ctx context.Context) (StreamIdentity, error) {
-	stream := s.l.cfg.Stream
-	for attempt := 1; ; attempt++ {
-		id, err := describeStream(ctx, s.client, stream, s.l.cfg.CallTimeout)
-		if err == nil {
-			return id, nil
-		}
-		if ctx.Err() != nil {
-			return StreamIdentity{}, ctx.Err()
-		}
-		if !kerr.IsRetryable(err) || attempt == describeAttempts {
-			return StreamIdentity{}, fmt.Errorf("kinesisload: stream %s: DescribeStreamSummary: %w", stream, err)
-		}
-		wait := backoff.Policy{Base: time.Second, Max: 30 * time.Second, Jitter: backoff.EqualJitter}.Delay(attempt)
-		s.l.hooks.onRetry(Retry{Stream: stream, Op: "DescribeStreamSummary", Attempt: attempt, Backoff: wait, Err: err})
-		if kerr.IsThrottled(err) {
-			s.l.hooks.onThrottled(Throttled{Stream: stream, Op: "DescribeStreamSummary", Backoff: wait, Err: err})
-		}
-		if err := backoff.Sleep(ctx, wait); err != nil {
-			return StreamIdentity{}, err
-		}
-	}
+	var id StreamIdentity
+	err := s.callKinesis(ctx, "", "DescribeStreamSummary", func(ctx context.Context) error {
+		var err error
+		id, err = describeStream(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
+		return err
+	})
+	return id, err
 }
 
 // describeStream makes one DescribeStreamSummary call.
 func describeStream(ctx context.Context, c scan.Client, stream string, timeout time.Duration) (StreamIdentity, error) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	out, err := c.DescribeStreamSummary(cctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+	out, err := c.DescribeStreamSummary(cctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)}, noSDKRetries)
 	if err != nil {
 		return StreamIdentity{}, err
 	}
