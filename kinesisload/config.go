@@ -37,7 +37,8 @@ const SinkRetriesForever = -1
 var ErrInvalidConfig = errors.New("kinesisload: invalid config")
 
 // Config configures a [Loader]. Start from [DefaultConfig]; Stream and Sink
-// are required, and so is Dir unless [WithStore] gives a store.
+// are required, and so is Dir unless [WithStore] gives a store or
+// [WithCoordinator] a coordinator.
 type Config struct {
 	// Stream is the name of the Kinesis stream to load. Required.
 	Stream string
@@ -45,7 +46,8 @@ type Config struct {
 	// [TransactionalSink], delivery is exactly once.
 	Sink Sink
 	// Dir is the directory of the default [PositionStore], a file
-	// journal. Required unless [WithStore] is given.
+	// journal. Required unless [WithStore] or [WithCoordinator] is given;
+	// refused with WithCoordinator.
 	Dir string
 	// StartPosition is where a shard with no stored progress starts when
 	// the Loader first runs on the stream. Default LATEST: resolved into
@@ -302,6 +304,7 @@ func (f optionFunc) apply(o *options) { f(o) }
 type options struct {
 	client   scan.Client
 	store    PositionStore
+	coord    Coordinator
 	resolver *scan.Resolver
 	logger   *slog.Logger
 	hooks    []Hook
@@ -322,6 +325,17 @@ func WithClient(c scan.Client) Option {
 // journal in Config.Dir, opened by Run and closed when Run returns.
 func WithStore(s PositionStore) Option {
 	return optionFunc(func(o *options) { o.store = s })
+}
+
+// WithCoordinator makes the Loader one host of a fleet that shares the
+// stream through c (see [Coordinator]): it reads only the shards whose
+// leases c grants it, initialises the stream once for the whole fleet, and
+// commits every position under the lease's fencing epoch. c keeps the
+// progress, so Config.Dir and [WithStore] are refused with it. Default: the
+// single process, [NewStoreCoordinator] over the journal in Config.Dir (or
+// the store of WithStore), which reads every shard.
+func WithCoordinator(c Coordinator) Option {
+	return optionFunc(func(o *options) { o.coord = c })
 }
 
 // WithResolver sets the [scan.Resolver] that resolves LATEST positions;

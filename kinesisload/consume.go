@@ -17,6 +17,7 @@ import (
 // the Sink, commit what the Sink accepted.
 type consumer struct {
 	s        *session
+	lease    Lease // commits go through it, fenced by its epoch
 	shard    string
 	from     scan.Position
 	draining bool          // the shard was DRAINING when the loop started
@@ -85,7 +86,7 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 	for p := range pages {
 		fetched := time.Now()
 		if p.end && !c.draining {
-			if err := c.s.saveShard(hctx, ShardProgress{ShardID: c.shard, State: StateDraining}, StateActive); err != nil {
+			if err := c.s.saveShard(hctx, c.lease, ShardProgress{ShardID: c.shard, State: StateDraining}, StateActive); err != nil {
 				l.buffered.release(p.held)
 				return false, err
 			}
@@ -153,7 +154,7 @@ func (c *consumer) deliver(ctx context.Context, p page, fetched time.Time) error
 	if c.draining {
 		from = StateDraining
 	}
-	if err := c.s.saveShard(ctx, update, from); err != nil {
+	if err := c.s.saveShard(ctx, c.lease, update, from); err != nil {
 		return err
 	}
 	if len(b.Records) > 0 {
@@ -211,20 +212,20 @@ func lastSequence(rs []types.Record) string {
 	return aws.ToString(rs[len(rs)-1].SequenceNumber)
 }
 
-// saveShard saves one shard's update and reports a state change to the
+// saveShard commits one shard's update under its lease and reports a state change to the
 // hooks. Consume loops call it concurrently; the topology is not touched
 // (the scheduler applies completions itself).
 //
 // Once the session is sealed (Run gave up on stuck loops and returned)
 // it saves nothing: a Deliver that returns late is never committed.
-func (s *session) saveShard(ctx context.Context, u ShardProgress, from ShardState) error {
+func (s *session) saveShard(ctx context.Context, ls Lease, u ShardProgress, from ShardState) error {
 	s.commit.RLock()
 	defer s.commit.RUnlock()
 	if s.sealed {
 		return fmt.Errorf("kinesisload: stream %s, shard %s: not saved: Run has returned: %w", s.l.cfg.Stream, u.ShardID, ErrStuck)
 	}
-	if err := s.store.Save(ctx, s.l.cfg.Stream, []ShardProgress{u}); err != nil {
-		if errors.Is(err, context.Canceled) {
+	if err := ls.Commit(ctx, u); err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, ErrLeaseLost) {
 			return err
 		}
 		return &RunError{Stream: s.l.cfg.Stream, Shard: u.ShardID, Op: "Save", Kind: ErrJournal, Err: fmt.Errorf("saving progress: %w", err)}

@@ -68,8 +68,13 @@ func New(cfg Config, opts ...Option) (*Loader, error) {
 		}
 		opt.apply(&o)
 	}
-	if o.store == nil && cfg.Dir == "" {
-		return nil, fmt.Errorf("%w: Dir = \"\": a journal directory is required unless WithStore is given", ErrInvalidConfig)
+	switch {
+	case o.coord != nil && o.store != nil:
+		return nil, fmt.Errorf("%w: WithStore and WithCoordinator both given: the coordinator keeps the progress", ErrInvalidConfig)
+	case o.coord != nil && cfg.Dir != "":
+		return nil, fmt.Errorf("%w: Dir = %q: not used with WithCoordinator (the coordinator keeps the progress); leave it empty", ErrInvalidConfig, cfg.Dir)
+	case o.store == nil && o.coord == nil && cfg.Dir == "":
+		return nil, fmt.Errorf("%w: Dir = \"\": a journal directory is required unless WithStore or WithCoordinator is given", ErrInvalidConfig)
 	}
 	if o.resolver != nil && cfg.ResolveStrategy != 0 {
 		if got := o.resolver.Config().Strategy; got != cfg.ResolveStrategy {
@@ -159,7 +164,7 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 		}
 	}
 	store := l.opt.store
-	if store == nil {
+	if store == nil && l.opt.coord == nil {
 		j, err := journal.Open(l.cfg.Dir, journal.DefaultConfig())
 		if err != nil {
 			return &RunError{Stream: l.cfg.Stream, Op: "Load", Kind: ErrJournal, Err: fmt.Errorf("opening the journal: %w", err)}
@@ -181,7 +186,11 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 			return stopError(l.cfg.Stream, "", "Load", ErrJournal, err)
 		}
 	}
-	env := &session{l: l, client: client, resolver: resolver, store: store}
+	coord := l.opt.coord
+	if coord == nil {
+		coord = NewStoreCoordinator(store)
+	}
+	env := &session{l: l, client: client, resolver: resolver, coord: coord, shared: l.opt.coord != nil}
 	for {
 		if err := l.waitRunnable(ctx); err != nil {
 			return err

@@ -21,7 +21,14 @@ type session struct {
 	l        *Loader
 	client   scan.Client
 	resolver *scan.Resolver
-	store    PositionStore
+	coord    Coordinator
+	// shared says other hosts change the progress too (a coordinator
+	// of WithCoordinator): the topology reloads it on refresh and Wake.
+	shared bool
+	// m is this session's membership of the stream's fleet, store its
+	// shared progress (during initialisation: the store Initialise gives).
+	m     Membership
+	store PositionStore
 	// identity is the stream's identity, checked at the start of every
 	// initialisation and after every ListShards.
 	identity StreamIdentity
@@ -44,6 +51,7 @@ func (s *session) seal() {
 type shardDone struct {
 	id        string
 	completed bool // the shard's COMPLETED state is durable
+	lost      bool // the lease was lost: not a failure of the Loader
 	err       error
 }
 
@@ -52,10 +60,41 @@ type shardDone struct {
 // Every goroutine it started has exited when it returns.
 func (s *session) run(gctx, hctx context.Context, stop context.CancelFunc) error {
 	l := s.l
+	stream := l.cfg.Stream
+	m, err := s.coord.Join(gctx, stream)
+	if err != nil {
+		if gctx.Err() != nil && errors.Is(err, gctx.Err()) {
+			return nil
+		}
+		return stopError(stream, "", "Join", ErrJournal, fmt.Errorf("joining the fleet: %w", err))
+	}
+	defer func() {
+		// Every loop has returned (or is given up as stuck): hand what is
+		// left over, even after a hard stop.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(hctx), l.cfg.CallTimeout)
+		defer cancel()
+		if err := m.Leave(ctx); err != nil {
+			l.log.Warn("leaving the fleet", "err", err)
+		}
+	}()
+	s.m, s.store = m, m.Store()
 	for attempt := 1; ; attempt++ {
-		t, err := s.initialise(gctx)
+		var t *topology
+		err := m.Initialise(gctx, func(ctx context.Context, store PositionStore) (err error) {
+			s.store = store
+			defer func() { s.store = m.Store() }()
+			t, err = s.initialise(ctx)
+			return err
+		})
 		if err == nil {
 			return s.schedule(gctx, hctx, stop, t)
+		}
+		if errors.Is(err, ErrLeaseLost) && gctx.Err() == nil {
+			// Another host took the initialisation over: nothing of
+			// ours is visible; wait for its commit.
+			l.log.Warn("lost the initialisation lock; starting over", "err", err)
+			attempt--
+			continue
 		}
 		if gctx.Err() != nil && errors.Is(err, gctx.Err()) {
 			return nil // stopped during initialisation: nothing was published
@@ -298,6 +337,9 @@ func (s *session) save(ctx context.Context, t *topology, updates []ShardProgress
 // refresh lists the shards, saves the new ones and activates the children
 // whose parents are complete.
 func (s *session) refresh(ctx context.Context, t *topology) error {
+	if err := s.sync(ctx, t); err != nil {
+		return err
+	}
 	shards, err := s.listShardsChecked(ctx)
 	if err != nil {
 		return err
@@ -336,25 +378,6 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 	defer close(finished)
 	hint := make(chan struct{}, 1)
 	running := map[string]bool{}
-	start := func() {
-		for _, id := range t.runnable() {
-			if running[id] {
-				continue
-			}
-			running[id] = true
-			c := &consumer{s: s, shard: id, from: t.nodes[id].Position, draining: t.nodes[id].State == StateDraining, hint: hint}
-			go func() {
-				completed, err := c.run(gctx, hctx)
-				select {
-				case done <- shardDone{id: id, completed: completed, err: err}:
-				case <-finished:
-				}
-			}()
-		}
-	}
-	start()
-	ticker := time.NewTicker(s.l.cfg.ListShardsInterval)
-	defer ticker.Stop()
 	var fatal error
 	stop := func(err error) {
 		if fatal == nil && err != nil {
@@ -363,6 +386,47 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 		gstop()
 	}
 	stopping := func() bool { return gctx.Err() != nil || fatal != nil }
+	// start runs a loop for every shard whose lease the coordinator
+	// grants among those ready in this host's view (the default: all).
+	start := func() {
+		leases, err := s.m.Acquire(gctx, t.runnable())
+		if err != nil {
+			if gctx.Err() == nil {
+				stop(stopError(t.stream, "", "Acquire", ErrJournal, fmt.Errorf("acquiring leases: %w", err)))
+			}
+			return
+		}
+		for _, ls := range leases {
+			id := ls.Shard()
+			if running[id] || t.nodes[id] == nil {
+				s.release(hctx, ls) // not ours to read (never by the contract)
+				continue
+			}
+			t.apply([]ShardProgress{ls.Progress()}) // where the fleet left it
+			if t.nodes[id].State == StateCompleted {
+				s.release(hctx, ls)
+				continue
+			}
+			running[id] = true
+			c := &consumer{s: s, lease: ls, shard: id, from: t.nodes[id].Position, draining: t.nodes[id].State == StateDraining, hint: hint}
+			go func() {
+				lg, lh, unwatch := leaseContexts(gctx, hctx, ls)
+				completed, err := c.run(lg, lh)
+				unwatch()
+				lost := isLost(ls, err)
+				if !lost {
+					s.release(hctx, ls)
+				}
+				select {
+				case done <- shardDone{id: id, completed: completed, lost: lost, err: err}:
+				case <-finished:
+				}
+			}()
+		}
+	}
+	start()
+	ticker := time.NewTicker(s.l.cfg.ListShardsInterval)
+	defer ticker.Stop()
 	for {
 		if stopping() && len(running) == 0 {
 			return fatal
@@ -371,6 +435,8 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 		case d := <-done:
 			delete(running, d.id)
 			switch {
+			case d.lost:
+				s.l.log.Warn("lease lost: stopped reading the shard", "shard", d.id, "err", d.err)
 			case d.err != nil && !(errors.Is(d.err, context.Canceled) && gctx.Err() != nil):
 				stop(s.explain(hctx, d.err))
 			case d.completed && !stopping():
@@ -395,6 +461,15 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 				continue
 			}
 			start()
+		case <-s.m.Wake():
+			if stopping() {
+				continue
+			}
+			if err := s.sync(gctx, t); err != nil && gctx.Err() == nil {
+				stop(err)
+				continue
+			}
+			start()
 		case <-hint:
 			if stopping() {
 				continue
@@ -415,7 +490,7 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 				select {
 				case d := <-done:
 					delete(running, d.id)
-					if d.err != nil && !errors.Is(d.err, context.Canceled) && fatal == nil {
+					if d.err != nil && !d.lost && !errors.Is(d.err, context.Canceled) && fatal == nil {
 						fatal = d.err
 					}
 				case <-hard:
@@ -435,5 +510,41 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 			}
 			return fatal
 		}
+	}
+}
+
+// sync merges the shared progress into the topology when other hosts
+// change it too (a fleet): parents they completed, positions they
+// committed. It then activates the children whose parents are all
+// COMPLETED. The default coordinator's progress changes only through this
+// session, so there is nothing to do.
+func (s *session) sync(ctx context.Context, t *topology) error {
+	if !s.shared {
+		return nil
+	}
+	stored, err := s.store.Load(ctx, t.stream)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return stopError(t.stream, "", "Load", ErrJournal, fmt.Errorf("loading the fleet's progress: %w", err))
+	}
+	updates := make([]ShardProgress, 0, len(stored))
+	for id, p := range stored {
+		p.ShardID = id
+		updates = append(updates, p)
+	}
+	t.apply(updates)
+	return s.save(ctx, t, t.activate())
+}
+
+// release gives a lease back after its shard's loop returned, with a
+// context of its own: a handoff must complete even while the session
+// stops. A failure leaves the lease to expire.
+func (s *session) release(hctx context.Context, ls Lease) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(hctx), s.l.cfg.CallTimeout)
+	defer cancel()
+	if err := ls.Release(ctx); err != nil {
+		s.l.log.Warn("releasing a lease", "shard", ls.Shard(), "epoch", ls.Epoch(), "err", err)
 	}
 }

@@ -1,0 +1,323 @@
+package kinesisload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// This file is the coordination seam: the one place where a shard's life
+// on this host is decided. The Loader asks a [Coordinator] three things:
+//
+//   - who initialises the stream (Membership.Initialise: once for the
+//     whole fleet, durable and visible before any host reads any shard);
+//   - which shards this host may read (Membership.Acquire hands out a
+//     [Lease] per shard; Lease.Lost and Lease.Handoff take it back);
+//   - whether a position may be committed (Lease.Commit, fenced by the
+//     lease's owner and epoch).
+//
+// The default, [NewStoreCoordinator], is the single process of before the
+// seam existed: its PositionStore is the truth, it grants every shard the
+// Loader finds ready, and it never takes a lease back. A fleet coordinator
+// (the in-memory one of package coordtest, the DynamoDB one of
+// kinesisload/dynamo) shares the stream between hosts.
+
+// Coordinator decides, for the Loaders of one application, which host
+// reads which shard of a stream. Give one to a Loader with
+// [WithCoordinator]; each Loader (host) has its own, and the Coordinators
+// of one fleet share a table. A Coordinator must be safe for concurrent
+// use.
+type Coordinator interface {
+	// Join starts one session of this host on stream: the host is a
+	// member of the stream's fleet (for a fleet: it heartbeats, and
+	// counts in the fair share) until Membership.Leave. The Loader joins
+	// at the start of every session of Run (the first, and after each
+	// Resume) and leaves at its end. Join does not wait for the fleet's
+	// initialisation; an error is returned by Run.
+	Join(ctx context.Context, stream string) (Membership, error)
+}
+
+// InitFunc is the Loader's initialisation of a stream: it loads the stored
+// progress from store, resolves every LATEST and saves the batch to store.
+// It is given to [Membership.Initialise].
+type InitFunc func(ctx context.Context, store PositionStore) error
+
+// Membership is one session of a host in a stream's fleet, from
+// [Coordinator.Join] to [Membership.Leave]. Its methods are called by one
+// Loader session; Acquire, Leave and the methods of its leases may be
+// called concurrently.
+type Membership interface {
+	// Store returns the stream's shared progress: lineage, states and
+	// committed positions of every shard, as every host sees it once the
+	// fleet is initialised. The Loader saves through it only what any
+	// host may save at any time: new shards with their parents, and the
+	// DISCOVERED, PENDING_PARENT and ACTIVE states (idempotent merges,
+	// see [PositionStore.Save]). Positions and the DRAINING and COMPLETED
+	// states go through [Lease.Commit] instead. Load may return changes
+	// made by other hosts.
+	Store() PositionStore
+
+	// Initialise gates the fleet's initialisation of the stream. It
+	// calls init exactly once when it returns nil, and returns init's
+	// error otherwise; the store init is given is the only one it may use.
+	//
+	// The first time the fleet initialises the stream, exactly one host
+	// (the one that wins the initialisation lock) calls init with a
+	// staging store: its Load returns what the fleet has committed
+	// (nothing, the first time), and what it saves becomes visible to
+	// every host all at once, when Initialise commits it after init
+	// returned nil. Nothing saved by an init that failed, was cancelled
+	// or whose host died is ever visible; another host initialises
+	// instead, from scratch. Every other host waits until that commit is
+	// visible, then calls init with [Membership.Store], whose Load then
+	// returns the committed batch (there is nothing left to resolve).
+	// Later sessions call init with Store at once.
+	//
+	// When Initialise returns nil, the batch is durable and visible to
+	// every host. It returns ctx.Err() if ctx ends first, and a
+	// [*LeaseLostError] if this host lost the lock before its commit
+	// (its batch is then not visible, and the Loader starts over).
+	Initialise(ctx context.Context, init InitFunc) error
+
+	// Acquire tells the coordinator which shards are ready to be read in
+	// the Loader's view (ACTIVE or DRAINING, every tracked parent
+	// COMPLETED; ready replaces the previous call's set) and returns the
+	// leases this host was granted since the last call, at most one per
+	// shard, each for a shard of ready. It does not block on other hosts:
+	// a fleet coordinator takes leases on its own goroutine and hands them
+	// out here. A shard is granted only while every parent of it known to
+	// the fleet is COMPLETED in the shared progress, whichever host held
+	// the parents. A shard is held by at most one lease of the fleet at a
+	// time whose epoch is current; holding is ended by Release, or by the
+	// lease being lost.
+	Acquire(ctx context.Context, ready []string) ([]Lease, error)
+
+	// Wake returns a channel that receives a value when Acquire may have
+	// new leases, or when the shared progress changed in a way the Loader
+	// should see (a parent COMPLETED by another host): the Loader then
+	// reloads Store and calls Acquire. A nil channel (the default
+	// coordinator's) means never.
+	Wake() <-chan struct{}
+
+	// Leave ends the session: every lease still held is released (as
+	// [Lease.Release]; the Loader has stopped reading and committed its
+	// in-flight batches before it calls Leave) and the host stops counting
+	// in the fleet, so that its shards move at once, not after the lease
+	// duration. It is called once, with a context of its own even after a
+	// hard stop. After Leave, the leases of this membership are lost.
+	Leave(ctx context.Context) error
+}
+
+// Lease is the right of one host to read one shard and commit its
+// position, under a fencing epoch. The Loader reads a shard only while it
+// holds its lease, and stops at once when the lease is lost.
+//
+// A Lease must be safe for concurrent use.
+type Lease interface {
+	// Shard is the shard's ID.
+	Shard() string
+
+	// Epoch is the fencing token: it changes (grows) every time the
+	// shard's owner changes, and every commit is conditional on it. The
+	// default coordinator's epoch is always 0.
+	Epoch() uint64
+
+	// Progress is the shard's committed progress when the lease was
+	// granted: where reading resumes. Its zero fields mean "nothing
+	// known" (the Loader's own view then stands).
+	Progress() ShardProgress
+
+	// Lost returns a channel that is closed when the lease is lost: its
+	// epoch may already be another host's, or will be soon. The Loader
+	// then stops reading the shard at once, cancels the delivery in
+	// flight and commits nothing more. A fleet coordinator closes it
+	// before the lease can expire in any other host's view (it fences
+	// itself when it could not renew for long enough), and when a commit
+	// is refused. A nil channel means never.
+	Lost() <-chan struct{}
+
+	// Handoff returns a channel that is closed when another host asked
+	// for the shard (a rebalance): the Loader stops reading, lets the
+	// batch in flight finish and commits it, and then calls Release, so
+	// that a planned move delivers nothing twice. A nil channel means
+	// never.
+	Handoff() <-chan struct{}
+
+	// Commit durably applies u (u.ShardID is the lease's shard) to the
+	// shard's shared progress, merged as [PositionStore.Save] merges,
+	// on condition that this lease's owner and epoch are still the
+	// shard's: when it returns nil the update survives a crash of this
+	// host and every later owner resumes from it. When the condition
+	// fails (another host owns the shard, or this lease was lost or
+	// released), nothing is written and Commit returns a
+	// [*LeaseLostError] (errors.Is(err, [ErrLeaseLost])), and the lease
+	// is lost. A write whose answer was lost (a timeout) is read back to
+	// learn whether it landed, so a Commit never applies twice and never
+	// reports a landed write as failed because of the lost answer. Any
+	// other error leaves the outcome unknown; the Loader stops.
+	Commit(ctx context.Context, u ShardProgress) error
+
+	// Release gives the lease up: the shard is free for another host at
+	// once. The Loader calls it after the shard's loop returned without
+	// losing the lease (a handoff, the shard completed, the session
+	// stopped). Releasing a lost or released lease does nothing and
+	// returns nil. An error leaves the lease to expire.
+	Release(ctx context.Context) error
+}
+
+// ErrLeaseLost is wrapped by a [*LeaseLostError].
+var ErrLeaseLost = errors.New("kinesisload: lease lost")
+
+// LeaseLostError says that this host no longer holds a shard's lease (or
+// the initialisation lock, with Shard empty): a commit was refused because
+// the shard's owner or epoch changed, or the host fenced itself after it
+// could not renew. It is not a failure of the Loader: the shard stops on
+// this host and another host resumes it from the last commit.
+// errors.Is(err, ErrLeaseLost) holds.
+type LeaseLostError struct {
+	Stream, Shard string
+	// Epoch is the epoch the lease had.
+	Epoch uint64
+	// Reason says why: "fenced: no heartbeat for 8s", "owner is host-b
+	// at epoch 7", ...
+	Reason string
+}
+
+func (e *LeaseLostError) Error() string {
+	what := "shard " + e.Shard
+	if e.Shard == "" {
+		what = "the initialisation lock"
+	}
+	return fmt.Sprintf("kinesisload: stream %s: %s: lease at epoch %d lost: %s", e.Stream, what, e.Epoch, e.Reason)
+}
+
+// Unwrap returns [ErrLeaseLost].
+func (e *LeaseLostError) Unwrap() error { return ErrLeaseLost }
+
+// NewStoreCoordinator returns the default [Coordinator]: the single process
+// over s. Initialise calls init with s at once, Acquire grants every ready
+// shard that is not held, Commit is s.Save, leases are never lost or
+// handed off, and Leave does nothing. It is what a Loader uses when
+// [WithCoordinator] is not given, over the store of Config.Dir or
+// [WithStore].
+func NewStoreCoordinator(s PositionStore) Coordinator {
+	return storeCoordinator{store: s}
+}
+
+type storeCoordinator struct{ store PositionStore }
+
+func (c storeCoordinator) Join(ctx context.Context, stream string) (Membership, error) {
+	return &storeMembership{store: c.store, stream: stream, held: map[string]bool{}}, nil
+}
+
+type storeMembership struct {
+	store  PositionStore
+	stream string
+
+	mu   sync.Mutex
+	held map[string]bool
+}
+
+func (m *storeMembership) Store() PositionStore { return m.store }
+
+func (m *storeMembership) Initialise(ctx context.Context, init InitFunc) error {
+	return init(ctx, m.store)
+}
+
+func (m *storeMembership) Acquire(ctx context.Context, ready []string) ([]Lease, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Lease
+	for _, id := range ready {
+		if !m.held[id] {
+			m.held[id] = true
+			out = append(out, &storeLease{m: m, shard: id})
+		}
+	}
+	return out, nil
+}
+
+func (m *storeMembership) Wake() <-chan struct{} { return nil }
+
+func (m *storeMembership) Leave(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.held)
+	return nil
+}
+
+type storeLease struct {
+	m     *storeMembership
+	shard string
+}
+
+func (l *storeLease) Shard() string            { return l.shard }
+func (l *storeLease) Epoch() uint64            { return 0 }
+func (l *storeLease) Progress() ShardProgress  { return ShardProgress{ShardID: l.shard} }
+func (l *storeLease) Lost() <-chan struct{}    { return nil }
+func (l *storeLease) Handoff() <-chan struct{} { return nil }
+
+func (l *storeLease) Commit(ctx context.Context, u ShardProgress) error {
+	if u.ShardID != l.shard {
+		return fmt.Errorf("kinesisload: stream %s: commit of shard %s under the lease of shard %s", l.m.stream, u.ShardID, l.shard)
+	}
+	return l.m.store.Save(ctx, l.m.stream, []ShardProgress{u})
+}
+
+func (l *storeLease) Release(ctx context.Context) error {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	delete(l.m.held, l.shard)
+	return nil
+}
+
+// leaseContexts derives the contexts of one shard's loop from the
+// session's: graceful ends also when the lease is handed off (stop after
+// the batch in flight), hard also when it is lost (cancel the delivery in
+// flight). stop releases what it started; call it when the loop returned.
+func leaseContexts(gctx, hctx context.Context, ls Lease) (graceful, hard context.Context, stop func()) {
+	hard, cancelHard := context.WithCancel(hctx)
+	graceful, cancelGraceful := context.WithCancel(hard)
+	lost, handoff := ls.Lost(), ls.Handoff()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	if lost != nil || handoff != nil {
+		wg.Go(func() {
+			for lost != nil || handoff != nil {
+				select {
+				case <-lost:
+					cancelHard()
+					return
+				case <-handoff:
+					cancelGraceful()
+					handoff = nil
+				case <-done:
+					return
+				}
+			}
+		})
+	}
+	stopGraceful := context.AfterFunc(gctx, cancelGraceful)
+	return graceful, hard, func() {
+		close(done)
+		wg.Wait()
+		stopGraceful()
+		cancelGraceful()
+		cancelHard()
+	}
+}
+
+// isLost reports whether the lease of a shard's loop is lost: its Lost
+// channel is closed, or err says so.
+func isLost(ls Lease, err error) bool {
+	if errors.Is(err, ErrLeaseLost) {
+		return true
+	}
+	select {
+	case <-ls.Lost():
+		return true
+	default:
+		return false
+	}
+}
