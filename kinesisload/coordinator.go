@@ -321,3 +321,10 @@ func isLost(ls Lease, err error) bool {
 		return false
 	}
 }
+
+// MergeProgress returns the stored progress p after the update u, as
+// [PositionStore.Save] and [Lease.Commit] merge it: states only advance,
+// a position is replaced only by one further along, parents accumulate.
+// It is commutative, associative and idempotent over updates of one
+// shard, for implementations of [PositionStore] and [Coordinator].
+func MergeProgress(p, u ShardProgress) ShardProgress { return merge(p, u) }

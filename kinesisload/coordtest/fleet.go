@@ -1,0 +1,1319 @@
+package coordtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	mrand "math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// Errors of the fault hooks.
+var (
+	// ErrHostDown is returned by every read and write of a host after
+	// [Fleet.Kill]: the process is gone.
+	ErrHostDown = errors.New("coordtest: host is down")
+	// ErrRefused is returned by a write that [Fleet.Refuse] refused: it
+	// did not land (like a throttled or failed DynamoDB call).
+	ErrRefused = errors.New("coordtest: write refused")
+	// ErrAnswerLost is returned by a write that [Fleet.LoseAnswers] made
+	// land (or not, by its condition) without telling: like a timeout.
+	ErrAnswerLost = errors.New("coordtest: the answer to a write was lost")
+)
+
+// Config sets the timing of a [Fleet]. The zero Config is valid.
+type Config struct {
+	// LeaseDuration is how long a host's heartbeat counter must stay
+	// unchanged, on an observer's own clock, before the observer takes
+	// the host for dead and its leases for free. Default 10 s.
+	LeaseDuration time.Duration
+	// RenewInterval is how often a host heartbeats and balances: one
+	// round per interval. Default LeaseDuration/5.
+	RenewInterval time.Duration
+	// FenceMargin is how long before its lease could expire in another
+	// host's view a host that could not renew stops reading: it fences
+	// itself at its last successful heartbeat + LeaseDuration -
+	// FenceMargin. It must exceed RenewInterval. Default LeaseDuration/3.
+	FenceMargin time.Duration
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = 10 * time.Second
+	}
+	if c.RenewInterval == 0 {
+		c.RenewInterval = c.LeaseDuration / 5
+	}
+	if c.FenceMargin == 0 {
+		c.FenceMargin = c.LeaseDuration / 3
+	}
+	switch {
+	case c.LeaseDuration < 0 || c.RenewInterval < 0 || c.FenceMargin < 0:
+		return c, fmt.Errorf("coordtest: Config %+v: durations must not be negative", c)
+	case c.FenceMargin <= c.RenewInterval:
+		return c, fmt.Errorf("coordtest: Config.FenceMargin = %v: must exceed RenewInterval = %v (a host checks its fence once a round)", c.FenceMargin, c.RenewInterval)
+	case c.FenceMargin >= c.LeaseDuration:
+		return c, fmt.Errorf("coordtest: Config.FenceMargin = %v: must be less than LeaseDuration = %v", c.FenceMargin, c.LeaseDuration)
+	}
+	return c, nil
+}
+
+// Fleet is an in-memory table shared by several hosts, each a
+// [kinesisload.Coordinator] ([Fleet.Host]). Time is a manual clock that
+// moves only by [Fleet.Advance]; each host reads it with its own skew
+// ([Fleet.Skew]), and no decision compares two hosts' clocks.
+type Fleet struct {
+	cfg Config
+
+	mu     sync.Mutex
+	now    time.Duration // since the fleet was made
+	start  time.Time
+	tables map[string]*table
+	hosts  map[string]*Host
+	writes map[string]int // per host, for cost tests
+}
+
+// table is one stream's items: what a DynamoDB table holds for it.
+type table struct {
+	hearts map[string]*heart
+	items  map[string]*item
+	init   initItem
+	// identity is the stream-level identity item.
+	identity kinesisload.StreamIdentity
+	// lineage counts changes of states and new shards, to wake hosts.
+	lineage uint64
+}
+
+// heart is a host's heartbeat item.
+type heart struct {
+	Counter uint64
+	Left    bool
+}
+
+// item is a shard's item.
+type item struct {
+	Progress  kinesisload.ShardProgress
+	Pending   map[string]kinesisload.ShardProgress // by initialisation batch
+	Owner     string
+	Epoch     uint64
+	HandoffTo string
+}
+
+// initItem is the stream's initialisation decision: the lock, and the
+// commit naming the batch whose pending positions are visible.
+type initItem struct {
+	LockOwner, LockToken string
+	Committed            string
+}
+
+// visible is the item's progress as every host sees it: the pending
+// positions of the committed batch count.
+func (tb *table) visible(it *item) kinesisload.ShardProgress {
+	p := it.Progress
+	if tb.init.Committed != "" {
+		if q, ok := it.Pending[tb.init.Committed]; ok {
+			p = kinesisload.MergeProgress(p, q)
+		}
+	}
+	return p
+}
+
+// New returns an empty Fleet.
+func New(cfg Config) (*Fleet, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Fleet{cfg: cfg, start: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), tables: map[string]*table{},
+		hosts: map[string]*Host{}, writes: map[string]int{}}, nil
+}
+
+// Config returns the fleet's timing, with defaults filled in.
+func (f *Fleet) Config() Config { return f.cfg }
+
+// Host returns the host named id, making it on first use. Its Coordinator
+// may Join any stream.
+func (f *Fleet) Host(id string) *Host {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := f.hosts[id]
+	if h == nil {
+		h = &Host{f: f, id: id, members: map[string]*member{}, pauseCh: make(chan struct{})}
+		h.unpaused = sync.NewCond(&f.mu)
+		f.hosts[id] = h
+	}
+	return h
+}
+
+func (f *Fleet) table(stream string) *table {
+	tb := f.tables[stream]
+	if tb == nil {
+		tb = &table{hearts: map[string]*heart{}, items: map[string]*item{}}
+		f.tables[stream] = tb
+	}
+	return tb
+}
+
+// Advance moves every host's clock forward by d, in steps of at most
+// RenewInterval, and after each step waits until every host that is
+// neither paused nor killed has done its round (heartbeat, fencing,
+// expiry, balance). A paused host does nothing while time passes.
+func (f *Fleet) Advance(d time.Duration) {
+	for d > 0 {
+		step := min(d, f.cfg.RenewInterval)
+		d -= step
+		f.mu.Lock()
+		f.now += step
+		var ms []*member
+		for _, h := range f.hosts {
+			if h.killed || h.paused {
+				continue
+			}
+			for _, m := range h.members {
+				ms = append(ms, m)
+			}
+		}
+		f.mu.Unlock()
+		var wg sync.WaitGroup
+		for _, m := range ms {
+			wg.Go(func() { m.tick() })
+		}
+		wg.Wait()
+	}
+}
+
+// Kill makes host id die: from now on every read and write of it fails
+// with [ErrHostDown] (nothing lands), and it heartbeats no more. Its
+// leases are not released; they expire in the others' view.
+func (f *Fleet) Kill(id string) {
+	h := f.Host(id)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h.killed = true
+	h.unpaused.Broadcast()
+}
+
+// Pause freezes host id, like SIGSTOP: its reads and writes wait until
+// [Fleet.Resume], and it does no round while time passes. A write already
+// in flight when it is paused completes.
+func (f *Fleet) Pause(id string) {
+	h := f.Host(id)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !h.paused {
+		h.paused = true
+		close(h.pauseCh)
+	}
+}
+
+// Resume undoes [Fleet.Pause]. The host's next round sees how much time
+// passed, and fences itself if it could not renew for long enough.
+func (f *Fleet) Resume(id string) {
+	h := f.Host(id)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if h.paused {
+		h.paused = false
+		h.pauseCh = make(chan struct{})
+		h.unpaused.Broadcast()
+	}
+}
+
+// Refuse makes the next n writes of host id fail with [ErrRefused]
+// without landing.
+func (f *Fleet) Refuse(id string, n int) {
+	h := f.Host(id)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h.refuse = n
+}
+
+// LoseAnswers makes the next n writes of host id take effect as usual but
+// return [ErrAnswerLost] instead of their answer.
+func (f *Fleet) LoseAnswers(id string, n int) {
+	h := f.Host(id)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h.lose = n
+}
+
+// Skew sets host id's clock offset: its clock reads the fleet's time plus
+// d. Nothing in the protocol compares clocks across hosts, so a skew
+// changes no decision.
+func (f *Fleet) Skew(id string, d time.Duration) {
+	h := f.Host(id)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h.skew = d
+}
+
+// Writes returns how many writes host id made (landed or not), for tests
+// of the coordination cost.
+func (f *Fleet) Writes(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.writes[id]
+}
+
+// ShardInfo is what the table holds for one shard, for tests and tools.
+type ShardInfo struct {
+	Owner     string
+	Epoch     uint64
+	HandoffTo string
+	// Progress is the visible progress.
+	Progress kinesisload.ShardProgress
+}
+
+// Shards returns the table of stream as every host sees it.
+func (f *Fleet) Shards(stream string) map[string]ShardInfo {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tb := f.table(stream)
+	out := make(map[string]ShardInfo, len(tb.items))
+	for id, it := range tb.items {
+		p := tb.visible(it)
+		p.ShardID = id
+		out[id] = ShardInfo{Owner: it.Owner, Epoch: it.Epoch, HandoffTo: it.HandoffTo, Progress: p}
+	}
+	return out
+}
+
+// Host is one host of a [Fleet]: a [kinesisload.Coordinator] whose
+// memberships heartbeat, balance and fence on their own goroutine.
+type Host struct {
+	f  *Fleet
+	id string
+
+	// Guarded by f.mu.
+	skew     time.Duration
+	killed   bool
+	paused   bool
+	pauseCh  chan struct{} // closed while paused
+	unpaused *sync.Cond
+	refuse   int
+	lose     int
+	members  map[string]*member
+}
+
+var _ kinesisload.Coordinator = (*Host)(nil)
+
+// ID returns the host's name.
+func (h *Host) ID() string { return h.id }
+
+// clock returns the host's own monotonic reading. Only differences of
+// one host's readings are ever used.
+func (h *Host) clock() time.Time {
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	return h.f.start.Add(h.f.now + h.skew)
+}
+
+// access runs fn on the stream's table as one atomic read or single-item
+// write, through the host's faults. f.mu is held while fn runs.
+func (h *Host) access(stream string, write bool, fn func(tb *table) error) error {
+	f := h.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for h.paused && !h.killed {
+		h.unpaused.Wait()
+	}
+	if h.killed {
+		return ErrHostDown
+	}
+	if !write {
+		return fn(f.table(stream))
+	}
+	f.writes[h.id]++
+	if h.refuse > 0 {
+		h.refuse--
+		return ErrRefused
+	}
+	err := fn(f.table(stream))
+	if h.lose > 0 {
+		h.lose--
+		return ErrAnswerLost
+	}
+	return err
+}
+
+// errCondition is a failed write condition.
+var errCondition = errors.New("coordtest: condition failed")
+
+// Join implements [kinesisload.Coordinator]: it registers the host's
+// heartbeat for stream and starts its rounds, driven by [Fleet.Advance].
+func (h *Host) Join(ctx context.Context, stream string) (kinesisload.Membership, error) {
+	f := h.f
+	f.mu.Lock()
+	if h.members[stream] != nil {
+		f.mu.Unlock()
+		return nil, fmt.Errorf("coordtest: host %s joined stream %s twice", h.id, stream)
+	}
+	f.mu.Unlock()
+	m := &member{h: h, stream: stream, held: map[string]*lease{}, seen: map[string]seen{},
+		offer: map[string]bool{}, wake: make(chan struct{}, 1), ticks: make(chan chan struct{}), quit: make(chan struct{}), rounds: make(chan struct{})}
+	// Register: heartbeat item present and not Left, counter moved.
+	for {
+		var counter uint64
+		err := h.access(stream, true, func(tb *table) error {
+			hb := tb.hearts[h.id]
+			if hb == nil {
+				hb = &heart{}
+				tb.hearts[h.id] = hb
+			}
+			hb.Counter++
+			hb.Left = false
+			counter = hb.Counter
+			return nil
+		})
+		if err == nil {
+			m.counter = counter
+			break
+		}
+		if !errors.Is(err, ErrAnswerLost) && !errors.Is(err, ErrRefused) {
+			return nil, fmt.Errorf("coordtest: host %s joining stream %s: %w", h.id, stream, err)
+		}
+		if errors.Is(err, ErrAnswerLost) {
+			// Re-read: the increment landed; take the counter as it is.
+			_ = h.access(stream, false, func(tb *table) error {
+				if hb := tb.hearts[h.id]; hb != nil {
+					m.counter = hb.Counter
+				}
+				return nil
+			})
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	m.lastOK = h.clock()
+	f.mu.Lock()
+	h.members[stream] = m
+	f.mu.Unlock()
+	m.wg.Go(m.loop)
+	return m, nil
+}
+
+// seen is what a member last observed of another host's heartbeat, on its
+// own clock.
+type seen struct {
+	counter uint64
+	left    bool
+	at      time.Time
+}
+
+// member is a host's session on one stream.
+type member struct {
+	h      *Host
+	stream string
+	ticks  chan chan struct{}
+	quit   chan struct{}
+	wg     sync.WaitGroup
+	wake   chan struct{}
+	// rounds is closed and replaced after every round, for Initialise.
+	roundsMu sync.Mutex
+	rounds   chan struct{}
+
+	mu      sync.Mutex
+	counter uint64    // our heartbeat counter as last written
+	lastOK  time.Time // start of our last heartbeat known to have landed
+	fenced  bool
+	seen    map[string]seen
+	held    map[string]*lease
+	granted []*lease
+	offer   map[string]bool
+	steal   string    // the shard we asked to be handed over
+	stealAt time.Time // when
+	lineage uint64
+	left    bool
+}
+
+func (m *member) loop() {
+	for {
+		select {
+		case ack := <-m.ticks:
+			m.round()
+			close(ack)
+		case <-m.quit:
+			return
+		}
+	}
+}
+
+// tick runs one round on the member's goroutine and waits for it, unless
+// the host is paused or killed meanwhile.
+func (m *member) tick() {
+	m.h.f.mu.Lock()
+	pause := m.h.pauseCh
+	m.h.f.mu.Unlock()
+	ack := make(chan struct{})
+	select {
+	case m.ticks <- ack:
+	case <-m.quit:
+		return
+	case <-pause:
+		return
+	}
+	select {
+	case <-ack:
+	case <-pause:
+	}
+}
+
+func (m *member) signal() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// alive reports whether host id counts as alive in m's view: its
+// heartbeat moved within LeaseDuration of m's clock, and it has not left.
+// m.mu must be held.
+func (m *member) alive(id string, now time.Time) bool {
+	if id == m.h.id {
+		return !m.fenced
+	}
+	s, ok := m.seen[id]
+	return ok && !s.left && now.Sub(s.at) < m.h.f.cfg.LeaseDuration
+}
+
+// free reports whether it may be taken by m: unowned, owned by a host m
+// takes for dead, or owned by m in an earlier life; and not reserved by a
+// handoff to another live host. m.mu must be held.
+func (m *member) free(it *item, now time.Time) bool {
+	if it.HandoffTo != "" && it.HandoffTo != m.h.id && m.alive(it.HandoffTo, now) {
+		return false
+	}
+	switch {
+	case it.Owner == "":
+		return true
+	case it.Owner == m.h.id:
+		return true // a lease of ours we no longer hold
+	default:
+		return !m.alive(it.Owner, now)
+	}
+}
+
+// round is one renew interval of the member: heartbeat, fence, observe,
+// answer handoff requests, take and steal.
+func (m *member) round() {
+	defer func() {
+		m.roundsMu.Lock()
+		close(m.rounds)
+		m.rounds = make(chan struct{})
+		m.roundsMu.Unlock()
+	}()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.left {
+		return
+	}
+	h, cfg := m.h, m.h.f.cfg
+	began := h.clock()
+	m.heartbeat(began)
+	now := h.clock()
+	if now.Sub(m.lastOK) >= cfg.LeaseDuration-cfg.FenceMargin {
+		if !m.fenced {
+			m.fenced = true
+			for _, l := range m.held {
+				m.lose(l, fmt.Sprintf("fenced: no heartbeat landed for %v", now.Sub(m.lastOK)))
+			}
+		}
+		return
+	}
+	m.fenced = false
+	// One consistent read of the table (a Scan).
+	var snap map[string]item
+	var hearts map[string]heart
+	var lineage uint64
+	err := h.access(m.stream, false, func(tb *table) error {
+		snap = make(map[string]item, len(tb.items))
+		for id, it := range tb.items {
+			c := *it
+			c.Progress = tb.visible(it)
+			c.Progress.ShardID = id
+			snap[id] = c
+		}
+		hearts = make(map[string]heart, len(tb.hearts))
+		for id, hb := range tb.hearts {
+			hearts[id] = *hb
+		}
+		lineage = tb.lineage
+		return nil
+	})
+	if err != nil {
+		return
+	}
+	for id, hb := range hearts {
+		if id == h.id {
+			continue
+		}
+		s, ok := m.seen[id]
+		if !ok || s.counter != hb.Counter || s.left != hb.Left {
+			m.seen[id] = seen{counter: hb.Counter, left: hb.Left, at: now}
+		}
+	}
+	if lineage != m.lineage {
+		m.lineage = lineage
+		m.signal()
+	}
+	// Our leases: lost if the table says another owner or epoch; asked
+	// for if another host wants them.
+	for id, l := range m.held {
+		it, ok := snap[id]
+		switch {
+		case !ok || it.Owner != h.id || it.Epoch != l.epoch:
+			m.lose(l, fmt.Sprintf("owner is %q at epoch %d", it.Owner, it.Epoch))
+		case it.HandoffTo != "" && it.HandoffTo != h.id:
+			l.askHandoff()
+		}
+	}
+	// Fair share by count over the leasable shards and the live hosts.
+	live := 1
+	for id := range hearts {
+		if id != h.id && m.alive(id, now) {
+			live++
+		}
+	}
+	load := map[string]int{}
+	var candidates, total []string
+	for id, it := range snap {
+		if !leasableSnap(snap, it.Progress) {
+			continue
+		}
+		total = append(total, id)
+		if it.Owner != "" && it.Owner != h.id && m.alive(it.Owner, now) {
+			load[it.Owner]++
+		}
+		if m.offer[id] && m.held[id] == nil && m.free(&it, now) {
+			candidates = append(candidates, id)
+		}
+	}
+	target := int(math.Ceil(float64(len(total)) / float64(live)))
+	mine := 0 // a COMPLETED shard not released yet does not count
+	for id := range m.held {
+		if leasableSnap(snap, snap[id].Progress) {
+			mine++
+		}
+	}
+	// Reserved for us first, then expired and unowned, in random order
+	// so that hosts taking at once rarely collide.
+	mrand.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
+	slices.SortStableFunc(candidates, func(a, b string) int {
+		ra, rb := snap[a].HandoffTo == h.id, snap[b].HandoffTo == h.id
+		switch {
+		case ra && !rb:
+			return -1
+		case rb && !ra:
+			return 1
+		}
+		return 0
+	})
+	took := false
+	for _, id := range candidates {
+		if mine >= target && snap[id].HandoffTo != h.id {
+			break
+		}
+		if m.take(id, snap[id]) {
+			mine++
+			took = true
+		}
+	}
+	if m.steal != "" {
+		if l := m.held[m.steal]; l != nil || now.Sub(m.stealAt) >= cfg.LeaseDuration {
+			if l == nil {
+				m.withdraw(m.steal)
+			}
+			m.steal = ""
+		}
+	}
+	// One steal at a time, only when nothing was free: from the most
+	// loaded host, when it holds at least two more than we do.
+	if !took && m.steal == "" {
+		victim, most := "", 0
+		for _, id := range slices.Sorted(maps.Keys(load)) {
+			if load[id] > most {
+				victim, most = id, load[id]
+			}
+		}
+		if victim != "" && most >= mine+2 {
+			var theirs []string
+			for id, it := range snap {
+				if it.Owner == victim && it.HandoffTo == "" && m.offer[id] && leasableSnap(snap, it.Progress) {
+					theirs = append(theirs, id)
+				}
+			}
+			if len(theirs) > 0 {
+				id := theirs[mrand.IntN(len(theirs))]
+				if m.request(id, snap[id]) {
+					m.steal, m.stealAt = id, now
+				}
+			}
+		}
+	}
+	if len(m.granted) > 0 {
+		m.signal()
+	}
+}
+
+// leasableSnap is leasable over a snapshot of visible progress.
+func leasableSnap(snap map[string]item, p kinesisload.ShardProgress) bool {
+	if p.State == kinesisload.StateCompleted || p.Position.Kind == scan.KindShardEnd {
+		return false
+	}
+	for _, par := range p.Parents {
+		if pi, ok := snap[par]; ok && pi.Progress.State != kinesisload.StateCompleted {
+			return false
+		}
+	}
+	return true
+}
+
+// heartbeat writes counter+1 on condition that the counter is ours; a lost
+// answer is read back. m.mu must be held.
+func (m *member) heartbeat(began time.Time) {
+	next := m.counter + 1
+	write := func() error {
+		return m.h.access(m.stream, true, func(tb *table) error {
+			hb := tb.hearts[m.h.id]
+			if hb == nil || hb.Counter != m.counter {
+				return errCondition
+			}
+			hb.Counter = next
+			return nil
+		})
+	}
+	err := write()
+	if errors.Is(err, ErrAnswerLost) {
+		err = m.h.access(m.stream, false, func(tb *table) error {
+			if hb := tb.hearts[m.h.id]; hb != nil && hb.Counter == next {
+				return nil
+			}
+			return errCondition
+		})
+	}
+	if err == nil {
+		m.counter, m.lastOK = next, began
+		return
+	}
+	if errors.Is(err, errCondition) {
+		// Our counter moved under us (an earlier life): adopt it.
+		_ = m.h.access(m.stream, false, func(tb *table) error {
+			if hb := tb.hearts[m.h.id]; hb != nil {
+				m.counter = hb.Counter
+			}
+			return nil
+		})
+	}
+}
+
+// take acquires shard id as it was in the snapshot: owner us, epoch+1, on
+// condition that owner and epoch are still what we saw. m.mu must be held.
+func (m *member) take(id string, was item) bool {
+	epoch := was.Epoch + 1
+	var granted kinesisload.ShardProgress
+	cond := func(it *item) bool { return it.Owner == was.Owner && it.Epoch == was.Epoch }
+	err := m.h.access(m.stream, true, func(tb *table) error {
+		it := tb.items[id]
+		if it == nil || !cond(it) {
+			return errCondition
+		}
+		it.Progress = tb.visible(it)
+		if it.Progress.State < kinesisload.StateActive {
+			it.Progress.State = kinesisload.StateActive // every parent is COMPLETED
+		}
+		it.Owner, it.Epoch, it.HandoffTo = m.h.id, epoch, ""
+		granted = it.Progress
+		return nil
+	})
+	if errors.Is(err, ErrAnswerLost) {
+		err = m.h.access(m.stream, false, func(tb *table) error {
+			if it := tb.items[id]; it != nil && it.Owner == m.h.id && it.Epoch == epoch {
+				granted = tb.visible(it)
+				return nil
+			}
+			return errCondition
+		})
+	}
+	if err != nil {
+		return false
+	}
+	granted.ShardID = id
+	l := &lease{m: m, shard: id, epoch: epoch, progress: granted, lost: make(chan struct{}), handoff: make(chan struct{})}
+	m.held[id] = l
+	m.granted = append(m.granted, l)
+	return true
+}
+
+// request asks the owner of id to hand it over. m.mu must be held.
+func (m *member) request(id string, was item) bool {
+	err := m.h.access(m.stream, true, func(tb *table) error {
+		it := tb.items[id]
+		if it == nil || it.Owner != was.Owner || it.Epoch != was.Epoch || it.HandoffTo != "" {
+			return errCondition
+		}
+		it.HandoffTo = m.h.id
+		return nil
+	})
+	return err == nil || errors.Is(err, ErrAnswerLost)
+}
+
+// withdraw removes our handoff request on id. m.mu must be held.
+func (m *member) withdraw(id string) {
+	_ = m.h.access(m.stream, true, func(tb *table) error {
+		if it := tb.items[id]; it != nil && it.HandoffTo == m.h.id {
+			it.HandoffTo = ""
+		}
+		return nil
+	})
+}
+
+// lose marks l lost. m.mu must be held.
+func (m *member) lose(l *lease, reason string) {
+	l.markLost(reason)
+	if m.held[l.shard] == l {
+		delete(m.held, l.shard)
+	}
+	m.granted = slices.DeleteFunc(m.granted, func(g *lease) bool { return g == l })
+}
+
+// Store implements [kinesisload.Membership].
+func (m *member) Store() kinesisload.PositionStore { return sharedStore{m: m} }
+
+// Wake implements [kinesisload.Membership].
+func (m *member) Wake() <-chan struct{} { return m.wake }
+
+// Acquire implements [kinesisload.Membership].
+func (m *member) Acquire(ctx context.Context, ready []string) ([]kinesisload.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.offer = make(map[string]bool, len(ready))
+	for _, id := range ready {
+		m.offer[id] = true
+	}
+	var out []kinesisload.Lease
+	var drop []*lease
+	for _, l := range m.granted {
+		if m.offer[l.shard] {
+			out = append(out, l)
+		} else {
+			drop = append(drop, l)
+		}
+	}
+	m.granted = nil
+	m.mu.Unlock()
+	for _, l := range drop {
+		_ = l.Release(ctx)
+	}
+	return out, nil
+}
+
+// Initialise implements [kinesisload.Membership]: the lock is a
+// conditional write of the init item; the batch is written as pending
+// positions under the lock's token; the commit names the token.
+func (m *member) Initialise(ctx context.Context, init kinesisload.InitFunc) error {
+	h := m.h
+	for {
+		var ii initItem
+		if err := h.access(m.stream, false, func(tb *table) error { ii = tb.init; return nil }); err != nil {
+			return err
+		}
+		if ii.Committed != "" {
+			return init(ctx, sharedStore{m: m})
+		}
+		m.mu.Lock()
+		busy := ii.LockOwner != "" && ii.LockOwner != h.id && m.alive(ii.LockOwner, h.clock())
+		m.mu.Unlock()
+		if busy {
+			// Wait for a round: the holder commits or is seen dead.
+			m.roundsMu.Lock()
+			next := m.rounds
+			m.roundsMu.Unlock()
+			select {
+			case <-next:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		token := newToken()
+		err := h.access(m.stream, true, func(tb *table) error {
+			if tb.init.LockToken != ii.LockToken || tb.init.Committed != "" {
+				return errCondition
+			}
+			tb.init.LockOwner, tb.init.LockToken = h.id, token
+			return nil
+		})
+		if errors.Is(err, ErrAnswerLost) {
+			err = h.access(m.stream, false, func(tb *table) error {
+				if tb.init.LockToken == token {
+					return nil
+				}
+				return errCondition
+			})
+		}
+		switch {
+		case errors.Is(err, errCondition) || errors.Is(err, ErrRefused):
+			continue
+		case err != nil:
+			return err
+		}
+		if err := init(ctx, stagingStore{m: m, batch: token}); err != nil {
+			// Unlock, so another host need not wait for our expiry.
+			_ = h.access(m.stream, true, func(tb *table) error {
+				if tb.init.LockToken == token {
+					tb.init.LockOwner = ""
+				}
+				return nil
+			})
+			return err
+		}
+		return m.commitInit(ctx, token)
+	}
+}
+
+// commitInit writes the commit naming batch token, on condition that the
+// lock is still ours and nothing is committed.
+func (m *member) commitInit(ctx context.Context, token string) error {
+	h := m.h
+	m.mu.Lock()
+	fenced := m.fenced || h.clock().Sub(m.lastOK) >= h.f.cfg.LeaseDuration-h.f.cfg.FenceMargin
+	m.mu.Unlock()
+	if fenced {
+		return &kinesisload.LeaseLostError{Stream: m.stream, Reason: "fenced before the commit: no heartbeat landed for too long"}
+	}
+	for {
+		err := h.access(m.stream, true, func(tb *table) error {
+			if tb.init.LockToken != token || tb.init.Committed != "" {
+				return errCondition
+			}
+			tb.init.Committed = token
+			tb.lineage++
+			return nil
+		})
+		if errors.Is(err, ErrAnswerLost) {
+			err = h.access(m.stream, false, func(tb *table) error {
+				if tb.init.Committed == token {
+					return nil
+				}
+				if tb.init.LockToken != token || tb.init.Committed != "" {
+					return errCondition
+				}
+				return ErrRefused // did not land: write again
+			})
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, errCondition):
+			return &kinesisload.LeaseLostError{Stream: m.stream, Reason: "another host holds the initialisation lock or committed"}
+		case errors.Is(err, ErrRefused):
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			continue
+		default:
+			return err
+		}
+	}
+}
+
+// Leave implements [kinesisload.Membership].
+func (m *member) Leave(ctx context.Context) error {
+	m.mu.Lock()
+	held := slices.Collect(maps.Values(m.held))
+	m.mu.Unlock()
+	var errs []error
+	for _, l := range held {
+		errs = append(errs, l.Release(ctx))
+	}
+	m.mu.Lock()
+	m.left = true
+	for _, l := range m.held {
+		m.lose(l, "left")
+	}
+	m.mu.Unlock()
+	err := m.h.access(m.stream, true, func(tb *table) error {
+		if hb := tb.hearts[m.h.id]; hb != nil {
+			hb.Left = true
+		}
+		return nil
+	})
+	if errors.Is(err, ErrAnswerLost) {
+		err = nil // the write is idempotent; it landed or the heartbeat expires
+	}
+	errs = append(errs, err)
+	close(m.quit)
+	m.wg.Wait()
+	m.h.f.mu.Lock()
+	if m.h.members[m.stream] == m {
+		delete(m.h.members, m.stream)
+	}
+	m.h.f.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// lease is one shard's lease.
+type lease struct {
+	m        *member
+	shard    string
+	epoch    uint64
+	progress kinesisload.ShardProgress
+
+	once     sync.Once
+	lost     chan struct{}
+	handOnce sync.Once
+	handoff  chan struct{}
+	mu       sync.Mutex
+	reason   string
+	released bool
+}
+
+var _ kinesisload.Lease = (*lease)(nil)
+
+func (l *lease) Shard() string                       { return l.shard }
+func (l *lease) Epoch() uint64                       { return l.epoch }
+func (l *lease) Progress() kinesisload.ShardProgress { return l.progress }
+func (l *lease) Lost() <-chan struct{}               { return l.lost }
+func (l *lease) Handoff() <-chan struct{}            { return l.handoff }
+
+func (l *lease) markLost(reason string) {
+	l.once.Do(func() {
+		l.mu.Lock()
+		l.reason = reason
+		l.mu.Unlock()
+		close(l.lost)
+	})
+}
+
+func (l *lease) askHandoff() { l.handOnce.Do(func() { close(l.handoff) }) }
+
+func (l *lease) lostError() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return &kinesisload.LeaseLostError{Stream: l.m.stream, Shard: l.shard, Epoch: l.epoch, Reason: l.reason}
+}
+
+func (l *lease) isLost() bool {
+	select {
+	case <-l.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+// Commit implements [kinesisload.Lease].
+func (l *lease) Commit(ctx context.Context, u kinesisload.ShardProgress) error {
+	if u.ShardID != l.shard {
+		return fmt.Errorf("coordtest: stream %s: commit of shard %s under the lease of shard %s", l.m.stream, u.ShardID, l.shard)
+	}
+	m, h := l.m, l.m.h
+	m.mu.Lock()
+	if !l.isLost() && h.clock().Sub(m.lastOK) >= h.f.cfg.LeaseDuration-h.f.cfg.FenceMargin {
+		m.lose(l, "fenced: no heartbeat landed for too long")
+	}
+	m.mu.Unlock()
+	if l.isLost() {
+		return l.lostError()
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var owner string
+		var epoch uint64
+		err := h.access(m.stream, true, func(tb *table) error {
+			it := tb.items[l.shard]
+			if it == nil || it.Owner != h.id || it.Epoch != l.epoch {
+				if it != nil {
+					owner, epoch = it.Owner, it.Epoch
+				}
+				return errCondition
+			}
+			before := tb.visible(it)
+			it.Progress = kinesisload.MergeProgress(before, u)
+			if it.Progress.State != before.State {
+				tb.lineage++
+			}
+			return nil
+		})
+		if errors.Is(err, ErrAnswerLost) {
+			// Read back: landed when we still own it and u changes nothing.
+			err = h.access(m.stream, false, func(tb *table) error {
+				it := tb.items[l.shard]
+				if it == nil || it.Owner != h.id || it.Epoch != l.epoch {
+					if it != nil {
+						owner, epoch = it.Owner, it.Epoch
+					}
+					return errCondition
+				}
+				v := tb.visible(it)
+				if same(kinesisload.MergeProgress(v, u), v) {
+					return nil
+				}
+				return ErrRefused // did not land: write again
+			})
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, errCondition):
+			m.mu.Lock()
+			m.lose(l, fmt.Sprintf("commit refused: owner is %q at epoch %d", owner, epoch))
+			m.mu.Unlock()
+			return l.lostError()
+		case errors.Is(err, ErrRefused):
+			// Throttled: the write did not land. Try again until the
+			// lease would expire elsewhere: then it is lost.
+			m.mu.Lock()
+			if h.clock().Sub(m.lastOK) >= h.f.cfg.LeaseDuration-h.f.cfg.FenceMargin {
+				m.lose(l, "fenced: no heartbeat landed for too long")
+			}
+			m.mu.Unlock()
+			if l.isLost() {
+				return l.lostError()
+			}
+			time.Sleep(time.Millisecond)
+			continue
+		default:
+			return err
+		}
+	}
+}
+
+func same(a, b kinesisload.ShardProgress) bool {
+	return a.State == b.State && a.Position.Equal(b.Position) && slices.Equal(a.Parents, b.Parents)
+}
+
+// Release implements [kinesisload.Lease]: owner cleared on condition that
+// owner and epoch are ours; a handoff request stays as the requester's
+// reservation.
+func (l *lease) Release(ctx context.Context) error {
+	m, h := l.m, l.m.h
+	l.mu.Lock()
+	done := l.released
+	l.released = true
+	l.mu.Unlock()
+	if done || l.isLost() {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.held[l.shard] == l {
+		delete(m.held, l.shard)
+	}
+	err := h.access(m.stream, true, func(tb *table) error {
+		it := tb.items[l.shard]
+		if it == nil || it.Owner != h.id || it.Epoch != l.epoch {
+			return nil // lost already: nothing to give up
+		}
+		it.Owner = ""
+		tb.lineage++ // a free shard: wake the others
+		return nil
+	})
+	if errors.Is(err, ErrAnswerLost) {
+		err = nil // idempotent: it landed, or the lease expires
+	}
+	l.markLost("released")
+	return err
+}
+
+// sharedStore is the shared progress of a stream, through one member.
+type sharedStore struct{ m *member }
+
+func (s sharedStore) Load(ctx context.Context, stream string) (map[string]kinesisload.ShardProgress, error) {
+	if err := s.check(ctx, stream); err != nil {
+		return nil, err
+	}
+	out := map[string]kinesisload.ShardProgress{}
+	err := s.m.h.access(stream, false, func(tb *table) error {
+		for id, it := range tb.items {
+			p := tb.visible(it)
+			if p.State == 0 && p.Position.Kind == 0 && len(p.Parents) == 0 {
+				continue // pending only: invisible
+			}
+			p.ShardID = id
+			p.Parents = slices.Clone(p.Parents)
+			out[id] = p
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s sharedStore) check(ctx context.Context, stream string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if stream != s.m.stream {
+		return fmt.Errorf("coordtest: the membership of stream %s used for stream %s", s.m.stream, stream)
+	}
+	return nil
+}
+
+// Save merges every update into its shard's item: one unconditional,
+// idempotent write per item.
+func (s sharedStore) Save(ctx context.Context, stream string, updates []kinesisload.ShardProgress) error {
+	if err := s.check(ctx, stream); err != nil {
+		return err
+	}
+	for _, u := range updates {
+		if u.ShardID == "" {
+			return fmt.Errorf("coordtest: save to stream %s: an update has no shard ID", stream)
+		}
+		err := s.m.retry(ctx, stream, func(tb *table) error {
+			it := tb.items[u.ShardID]
+			if it == nil {
+				it = &item{}
+				tb.items[u.ShardID] = it
+				tb.lineage++
+			}
+			before := tb.visible(it)
+			it.Progress = kinesisload.MergeProgress(before, u)
+			if it.Progress.State != before.State {
+				tb.lineage++
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// retry makes an idempotent write land: a refused write, or one whose
+// answer was lost, is written again (writing it twice changes nothing
+// more than once).
+func (m *member) retry(ctx context.Context, stream string, fn func(tb *table) error) error {
+	for {
+		err := m.h.access(stream, true, fn)
+		if err == nil || !(errors.Is(err, ErrRefused) || errors.Is(err, ErrAnswerLost)) {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// stagingStore is the store of the host that holds the initialisation
+// lock: Load shows what is committed, Save writes pending positions under
+// the lock's token, visible only once the commit names it.
+type stagingStore struct {
+	m     *member
+	batch string
+}
+
+func (s stagingStore) Load(ctx context.Context, stream string) (map[string]kinesisload.ShardProgress, error) {
+	return sharedStore{m: s.m}.Load(ctx, stream)
+}
+
+func (s stagingStore) Save(ctx context.Context, stream string, updates []kinesisload.ShardProgress) error {
+	if err := (sharedStore{m: s.m}).check(ctx, stream); err != nil {
+		return err
+	}
+	for _, u := range updates {
+		if u.ShardID == "" {
+			return fmt.Errorf("coordtest: save to stream %s: an update has no shard ID", stream)
+		}
+		err := s.m.retry(ctx, stream, func(tb *table) error {
+			it := tb.items[u.ShardID]
+			if it == nil {
+				it = &item{}
+				tb.items[u.ShardID] = it
+			}
+			if it.Pending == nil {
+				it.Pending = map[string]kinesisload.ShardProgress{}
+			}
+			p := it.Pending[s.batch]
+			p.ShardID = u.ShardID
+			it.Pending[s.batch] = kinesisload.MergeProgress(p, u)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Identity implements [kinesisload.PositionStore]: the stream's identity
+// item.
+func (s sharedStore) Identity(ctx context.Context, stream string) (kinesisload.StreamIdentity, error) {
+	if err := s.check(ctx, stream); err != nil {
+		return kinesisload.StreamIdentity{}, err
+	}
+	var id kinesisload.StreamIdentity
+	err := s.m.h.access(stream, false, func(tb *table) error { id = tb.identity; return nil })
+	return id, err
+}
+
+// SetIdentity implements [kinesisload.PositionStore]: a conditional write
+// of the identity item (it must be absent or equal).
+func (s sharedStore) SetIdentity(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
+	if err := s.check(ctx, stream); err != nil {
+		return err
+	}
+	if id.IsZero() {
+		return fmt.Errorf("coordtest: stream %s: SetIdentity with the zero StreamIdentity", stream)
+	}
+	var stored kinesisload.StreamIdentity
+	err := s.m.retry(ctx, stream, func(tb *table) error {
+		stored = tb.identity
+		if stored.IsZero() {
+			tb.identity = id
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !stored.IsZero() && !stored.Equal(id) {
+		return &kinesisload.StreamMismatchError{Stream: stream, Stored: stored, Current: id}
+	}
+	return nil
+}
+
+// errNoStartOver is returned by StartOver.
+var errNoStartOver = errors.New("coordtest: the in-memory fleet cannot start a stream over yet (a fleet-wide start-over is not designed)")
+
+// StartOver implements [kinesisload.PositionStore]: not supported yet.
+func (s sharedStore) StartOver(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
+	return fmt.Errorf("stream %s: %w", stream, errNoStartOver)
+}
+
+// Identity implements [kinesisload.PositionStore] (as the shared store).
+func (s stagingStore) Identity(ctx context.Context, stream string) (kinesisload.StreamIdentity, error) {
+	return sharedStore{m: s.m}.Identity(ctx, stream)
+}
+
+// SetIdentity implements [kinesisload.PositionStore] (as the shared store:
+// every host of the fleet sees the same stream, so it is idempotent).
+func (s stagingStore) SetIdentity(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
+	return sharedStore{m: s.m}.SetIdentity(ctx, stream, id)
+}
+
+// StartOver implements [kinesisload.PositionStore]: not supported yet.
+func (s stagingStore) StartOver(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
+	return sharedStore{m: s.m}.StartOver(ctx, stream, id)
+}
+
+func newToken() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

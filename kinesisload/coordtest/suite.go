@@ -1,0 +1,709 @@
+package coordtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// Harness is what the conformance suite needs of an implementation: hosts
+// that share one table, and time. [*Fleet] is one; [Single] adapts a
+// one-process coordinator such as [kinesisload.NewStoreCoordinator].
+type Harness interface {
+	// Host returns the Coordinator of host id, the same one for every
+	// call with id; nil when the implementation has one host only and
+	// id is not the first asked for.
+	Host(id string) kinesisload.Coordinator
+	// Advance makes d pass on every host's clock and returns once every
+	// running host has done what that time asks (renewals, expiry,
+	// balance).
+	Advance(d time.Duration)
+	// Timing returns the lease duration and the renew interval.
+	Timing() (lease, renew time.Duration)
+}
+
+// Faults is what a [Harness] implements when it can make hosts fail; the
+// cases that need it are skipped otherwise. See [Fleet.Kill] and the
+// others for what each does.
+type Faults interface {
+	Kill(id string)
+	Pause(id string)
+	Resume(id string)
+	Refuse(id string, n int)
+	LoseAnswers(id string, n int)
+	Skew(id string, d time.Duration)
+}
+
+// Timing implements [Harness].
+func (f *Fleet) Timing() (lease, renew time.Duration) {
+	return f.cfg.LeaseDuration, f.cfg.RenewInterval
+}
+
+type fleetHarness struct{ *Fleet }
+
+func (h fleetHarness) Host(id string) kinesisload.Coordinator { return h.Fleet.Host(id) }
+
+// Harness returns f as a [Harness] (with [Faults]) for [Run].
+func (f *Fleet) Harness() Harness { return fleetHarness{f} }
+
+// Single adapts a one-process Coordinator to a [Harness]: one host, time
+// that asks nothing of it, no faults.
+func Single(c kinesisload.Coordinator) Harness { return &single{c: c} }
+
+type single struct {
+	c     kinesisload.Coordinator
+	mu    sync.Mutex
+	first string
+}
+
+func (s *single) Host(id string) kinesisload.Coordinator {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.first == "" {
+		s.first = id
+	}
+	if id != s.first {
+		return nil
+	}
+	return s.c
+}
+func (s *single) Advance(time.Duration)                {}
+func (s *single) Timing() (lease, renew time.Duration) { return time.Second, time.Second }
+
+const stream = "conformance"
+
+// Run runs the conformance suite: every case on a fresh Harness from
+// newHarness. Cases that need several hosts or [Faults] are skipped when
+// the Harness has neither.
+func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	cases := []struct {
+		name  string
+		hosts int
+		fault bool
+		run   func(t *testing.T, h Harness)
+	}{
+		{"InitialiseOnceAndCommit", 1, false, testInitialiseOnce},
+		{"CommitMonotone", 1, false, testCommitMonotone},
+		{"TwoHostsInitialiseAtOnce", 2, false, testTwoInitialise},
+		{"HostDiesMidInitialisation", 2, true, testDiesMidInit},
+		{"ZombieCommitRefused", 2, true, testZombie},
+		{"LostAnswerNoDoubleEffect", 1, true, testLostAnswer},
+		{"SelfFenceBeforeExpiry", 2, true, testSelfFence},
+		{"ClockSkewChangesNothing", 3, true, testSkew},
+		{"BalanceJoinLeave", 3, false, testBalance},
+		{"ChildrenAfterParents", 2, false, testChildren},
+		{"GracefulHandoffCommitsFirst", 2, false, testHandoff},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			if c.hosts > 1 && h.Host("a") != nil && h.Host("b") == nil {
+				t.Skip("one host only")
+			}
+			if _, ok := h.(Faults); c.fault && !ok {
+				t.Skip("no fault hooks")
+			}
+			c.run(t, h)
+		})
+	}
+}
+
+// driver plays the Loader on one host: it offers the shards ready in its
+// view of the shared progress, keeps the leases it is given, and answers
+// a handoff by committing its "batch in flight" and releasing.
+type driver struct {
+	t    *testing.T
+	id   string
+	m    kinesisload.Membership
+	held map[string]kinesisload.Lease
+	// inflight is what the driver commits on a handoff, per shard.
+	inflight map[string]kinesisload.ShardProgress
+}
+
+func join(t *testing.T, h Harness, id string) *driver {
+	t.Helper()
+	m, err := h.Host(id).Join(context.Background(), stream)
+	if err != nil {
+		t.Fatalf("host %s: Join: %v", id, err)
+	}
+	d := &driver{t: t, id: id, m: m, held: map[string]kinesisload.Lease{}, inflight: map[string]kinesisload.ShardProgress{}}
+	t.Cleanup(func() { _ = d.leave() })
+	return d
+}
+
+func (d *driver) leave() error {
+	if d.m == nil {
+		return nil
+	}
+	m := d.m
+	d.m = nil
+	clear(d.held)
+	return m.Leave(context.Background())
+}
+
+// ready is the Loader's rule over the shared progress: not COMPLETED, and
+// every known parent COMPLETED.
+func ready(p map[string]kinesisload.ShardProgress) []string {
+	var out []string
+	for id, s := range p {
+		if s.State == 0 || s.State == kinesisload.StateCompleted {
+			continue
+		}
+		ok := true
+		for _, par := range s.Parents {
+			if pp, known := p[par]; known && pp.State != kinesisload.StateCompleted {
+				ok = false
+			}
+		}
+		if ok {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// step does what the Loader does on a wake: answer handoffs, forget lost
+// leases, acquire.
+func (d *driver) step() {
+	d.t.Helper()
+	if d.m == nil {
+		return
+	}
+	ctx := context.Background()
+	for id, l := range d.held {
+		select {
+		case <-l.Lost():
+			delete(d.held, id)
+			continue
+		default:
+		}
+		select {
+		case <-l.Handoff():
+			if u, ok := d.inflight[id]; ok {
+				if err := l.Commit(ctx, u); err != nil {
+					d.t.Errorf("host %s: commit of the batch in flight on handoff of %s: %v", d.id, id, err)
+				}
+			}
+			if err := l.Release(ctx); err != nil {
+				d.t.Logf("host %s: release of %s: %v (it will expire)", d.id, id, err)
+			}
+			delete(d.held, id)
+		default:
+		}
+	}
+	p, err := d.m.Store().Load(ctx, stream)
+	if err != nil {
+		return // a dead or paused host
+	}
+	ls, err := d.m.Acquire(ctx, ready(p))
+	if err != nil {
+		d.t.Fatalf("host %s: Acquire: %v", d.id, err)
+	}
+	for _, l := range ls {
+		if _, dup := d.held[l.Shard()]; dup {
+			d.t.Fatalf("host %s: shard %s granted twice", d.id, l.Shard())
+		}
+		d.held[l.Shard()] = l
+	}
+}
+
+func (d *driver) shards() []string { return slices.Sorted(maps.Keys(d.held)) }
+
+// run advances time by rounds renew intervals, stepping every driver after
+// each, and calls check (if not nil) after each.
+func run(h Harness, rounds int, ds []*driver, check func(round int)) {
+	_, renew := h.Timing()
+	for i := range rounds {
+		h.Advance(renew)
+		for _, d := range ds {
+			d.step()
+		}
+		if check != nil {
+			check(i)
+		}
+	}
+}
+
+// seed returns an InitFunc that saves shards as the batch (when nothing is
+// committed) and counts the calls that resolved.
+func seed(shards map[string]kinesisload.ShardProgress, resolved *atomic.Int32) kinesisload.InitFunc {
+	return func(ctx context.Context, st kinesisload.PositionStore) error {
+		got, err := st.Load(ctx, stream)
+		if err != nil {
+			return err
+		}
+		if len(got) > 0 {
+			return nil
+		}
+		if resolved != nil {
+			resolved.Add(1)
+		}
+		ups := slices.Collect(maps.Values(shards))
+		slices.SortFunc(ups, func(a, b kinesisload.ShardProgress) int { return cmpString(a.ShardID, b.ShardID) })
+		return st.Save(ctx, stream, ups)
+	}
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func active(n int, seq string) map[string]kinesisload.ShardProgress {
+	out := map[string]kinesisload.ShardProgress{}
+	for i := range n {
+		id := fmt.Sprintf("shard-%02d", i)
+		out[id] = kinesisload.ShardProgress{ShardID: id, State: kinesisload.StateActive, Position: scan.AfterSequence(seq)}
+	}
+	return out
+}
+
+// initialise runs Initialise on d while time passes, until it returns.
+func initialise(t *testing.T, h Harness, d *driver, init kinesisload.InitFunc) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- d.m.Initialise(context.Background(), init) }()
+	return await(t, h, done)
+}
+
+// await advances time until done answers; it fails after 10,000 rounds.
+func await(t *testing.T, h Harness, done <-chan error) error {
+	t.Helper()
+	_, renew := h.Timing()
+	for range 10000 {
+		select {
+		case err := <-done:
+			return err
+		default:
+		}
+		h.Advance(renew)
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("Initialise did not return within 10,000 renew intervals")
+	return nil
+}
+
+func load(t *testing.T, d *driver) map[string]kinesisload.ShardProgress {
+	t.Helper()
+	p, err := d.m.Store().Load(context.Background(), stream)
+	if err != nil {
+		t.Fatalf("host %s: Load: %v", d.id, err)
+	}
+	return p
+}
+
+func positions(p map[string]kinesisload.ShardProgress) map[string]string {
+	out := map[string]string{}
+	for id, s := range p {
+		out[id] = s.Position.String()
+	}
+	return out
+}
+
+func testInitialiseOnce(t *testing.T, h Harness) {
+	a := join(t, h, "a")
+	var resolved atomic.Int32
+	want := active(3, "100")
+	if err := initialise(t, h, a, seed(want, &resolved)); err != nil {
+		t.Fatalf("Initialise: %v", err)
+	}
+	if got := load(t, a); !maps.Equal(positions(got), positions(want)) {
+		t.Fatalf("after Initialise, Load = %v, want %v", positions(got), positions(want))
+	}
+	// A later session initialises with what is committed: nothing to do.
+	if err := a.leave(); err != nil {
+		t.Fatal(err)
+	}
+	a = join(t, h, "a")
+	if err := initialise(t, h, a, seed(active(3, "999"), &resolved)); err != nil {
+		t.Fatal(err)
+	}
+	if n := resolved.Load(); n != 1 {
+		t.Errorf("the batch was resolved %d times, want once", n)
+	}
+	run(h, 3, []*driver{a}, nil)
+	if got := a.shards(); len(got) != 3 {
+		t.Errorf("the only host holds %v, want all 3 shards", got)
+	}
+}
+
+func testCommitMonotone(t *testing.T, h Harness) {
+	a := join(t, h, "a")
+	if err := initialise(t, h, a, seed(active(1, "100"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	run(h, 3, []*driver{a}, nil)
+	l := a.held["shard-00"]
+	if l == nil {
+		t.Fatalf("shard-00 not granted; held %v", a.shards())
+	}
+	ctx := context.Background()
+	for _, seq := range []string{"300", "200"} {
+		if err := l.Commit(ctx, kinesisload.ShardProgress{ShardID: "shard-00", Position: scan.AfterSequence(seq)}); err != nil {
+			t.Fatalf("Commit(%s): %v", seq, err)
+		}
+	}
+	if got := load(t, a)["shard-00"].Position; !got.Equal(scan.AfterSequence("300")) {
+		t.Errorf("after commits of 300 then 200 the position is %v, want AFTER_SEQUENCE_NUMBER 300 (never back)", got)
+	}
+	if err := l.Commit(ctx, kinesisload.ShardProgress{ShardID: "shard-00", State: kinesisload.StateCompleted, Position: scan.ShardEnd()}); err != nil {
+		t.Fatal(err)
+	}
+	if got := load(t, a)["shard-00"].State; got != kinesisload.StateCompleted {
+		t.Errorf("state after committing COMPLETED = %v", got)
+	}
+}
+
+func testTwoInitialise(t *testing.T, h Harness) {
+	a, b := join(t, h, "a"), join(t, h, "b")
+	var resolved atomic.Int32
+	da, db := make(chan error, 1), make(chan error, 1)
+	go func() { da <- a.m.Initialise(context.Background(), seed(active(4, "111"), &resolved)) }()
+	go func() { db <- b.m.Initialise(context.Background(), seed(active(4, "222"), &resolved)) }()
+	if err := await(t, h, da); err != nil {
+		t.Fatalf("a: Initialise: %v", err)
+	}
+	if err := await(t, h, db); err != nil {
+		t.Fatalf("b: Initialise: %v", err)
+	}
+	if n := resolved.Load(); n != 1 {
+		t.Fatalf("%d hosts resolved the batch, want exactly one", n)
+	}
+	pa, pb := positions(load(t, a)), positions(load(t, b))
+	if !maps.Equal(pa, pb) || len(pa) != 4 {
+		t.Fatalf("the hosts see different positions: a %v, b %v", pa, pb)
+	}
+}
+
+func testDiesMidInit(t *testing.T, h Harness) {
+	f := h.(Faults)
+	a, b := join(t, h, "a"), join(t, h, "b")
+	entered, release := make(chan struct{}), make(chan struct{})
+	da := make(chan error, 1)
+	go func() {
+		da <- a.m.Initialise(context.Background(), func(ctx context.Context, st kinesisload.PositionStore) error {
+			// The whole batch is written, then the host dies before
+			// its commit.
+			if err := st.Save(ctx, stream, slices.Collect(maps.Values(active(2, "111")))); err != nil {
+				return err
+			}
+			close(entered)
+			<-release
+			return nil
+		})
+	}()
+	<-entered
+	f.Kill("a")
+	if got := load(t, b); len(got) != 0 {
+		t.Fatalf("a half-done initialisation is visible: %v", positions(got))
+	}
+	var resolved atomic.Int32
+	if err := initialise(t, h, b, seed(active(2, "222"), &resolved)); err != nil {
+		t.Fatalf("b: Initialise after a died: %v", err)
+	}
+	close(release)
+	if err := <-da; err == nil {
+		t.Errorf("the dead host's Initialise returned nil")
+	}
+	if resolved.Load() != 1 {
+		t.Errorf("b did not resolve the batch itself (resolved %d)", resolved.Load())
+	}
+	for id, pos := range positions(load(t, b)) {
+		if pos != scan.AfterSequence("222").String() {
+			t.Errorf("shard %s at %s: the dead host's pending batch became visible", id, pos)
+		}
+	}
+}
+
+// holdAll initialises n shards and lets host a take them all.
+func holdAll(t *testing.T, h Harness, n int) *driver {
+	t.Helper()
+	a := join(t, h, "a")
+	if err := initialise(t, h, a, seed(active(n, "100"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	run(h, 3, []*driver{a}, nil)
+	if len(a.held) != n {
+		t.Fatalf("host a holds %v, want all %d shards", a.shards(), n)
+	}
+	return a
+}
+
+func testZombie(t *testing.T, h Harness) {
+	f := h.(Faults)
+	lease, renew := h.Timing()
+	a := holdAll(t, h, 2)
+	b := join(t, h, "b")
+	run(h, 2, []*driver{a, b}, nil)
+	var zl kinesisload.Lease
+	for _, l := range a.held {
+		zl = l
+		break
+	}
+	shard := zl.Shard()
+	f.Pause("a")
+	run(h, int(2*lease/renew)+2, []*driver{b}, nil)
+	bl := b.held[shard]
+	if bl == nil {
+		t.Fatalf("b did not take %s from the paused host (b holds %v)", shard, b.shards())
+	}
+	if bl.Epoch() <= zl.Epoch() {
+		t.Errorf("b's epoch %d is not above the zombie's %d", bl.Epoch(), zl.Epoch())
+	}
+	if err := bl.Commit(context.Background(), kinesisload.ShardProgress{ShardID: shard, Position: scan.AfterSequence("500")}); err != nil {
+		t.Fatal(err)
+	}
+	f.Resume("a")
+	err := zl.Commit(context.Background(), kinesisload.ShardProgress{ShardID: shard, Position: scan.AfterSequence("900")})
+	if !errors.Is(err, kinesisload.ErrLeaseLost) {
+		t.Fatalf("the zombie's Commit = %v, want ErrLeaseLost", err)
+	}
+	var lle *kinesisload.LeaseLostError
+	if !errors.As(err, &lle) || lle.Shard != shard {
+		t.Errorf("the error %v is not a *LeaseLostError naming %s", err, shard)
+	}
+	select {
+	case <-zl.Lost():
+	default:
+		t.Error("the zombie's lease is not Lost after its refused commit")
+	}
+	if got := load(t, b)[shard].Position; !got.Equal(scan.AfterSequence("500")) {
+		t.Errorf("position of %s = %v, want b's 500: the zombie wrote", shard, got)
+	}
+}
+
+func testLostAnswer(t *testing.T, h Harness) {
+	f := h.(Faults)
+	a := join(t, h, "a")
+	if err := initialise(t, h, a, seed(active(1, "100"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	// The take's answer is lost: re-read, granted once, epoch moved once.
+	f.LoseAnswers("a", 2) // the heartbeat's and the take's
+	run(h, 3, []*driver{a}, nil)
+	l := a.held["shard-00"]
+	if l == nil {
+		t.Fatalf("no lease after a lost answer; held %v", a.shards())
+	}
+	if l.Epoch() != 1 {
+		t.Errorf("epoch after one take whose answer was lost = %d, want 1", l.Epoch())
+	}
+	f.LoseAnswers("a", 1)
+	if err := l.Commit(context.Background(), kinesisload.ShardProgress{ShardID: "shard-00", Position: scan.AfterSequence("200")}); err != nil {
+		t.Fatalf("Commit whose answer was lost = %v, want nil after reading it back", err)
+	}
+	f.Refuse("a", 2)
+	if err := l.Commit(context.Background(), kinesisload.ShardProgress{ShardID: "shard-00", Position: scan.AfterSequence("300")}); err != nil {
+		t.Fatalf("Commit refused twice then accepted = %v", err)
+	}
+	if got := load(t, a)["shard-00"].Position; !got.Equal(scan.AfterSequence("300")) {
+		t.Errorf("position = %v, want 300", got)
+	}
+	run(h, 5, []*driver{a}, nil)
+	if got := a.held["shard-00"]; got != l {
+		t.Errorf("the lease changed after lost answers (epoch %d)", l.Epoch())
+	}
+}
+
+func testSelfFence(t *testing.T, h Harness) {
+	f := h.(Faults)
+	lease, renew := h.Timing()
+	a := holdAll(t, h, 3)
+	b := join(t, h, "b")
+	run(h, 2, []*driver{a, b}, nil)
+	mine := map[string]kinesisload.Lease{}
+	maps.Copy(mine, a.held)
+	f.Refuse("a", 1<<30) // every write of a fails from now on
+	lostAt, takenAt := map[string]int{}, map[string]int{}
+	run(h, int(3*lease/renew), []*driver{a, b}, func(round int) {
+		for id, l := range mine {
+			select {
+			case <-l.Lost():
+				if _, ok := lostAt[id]; !ok {
+					lostAt[id] = round + 1
+				}
+			default:
+			}
+			if _, ok := b.held[id]; ok {
+				if _, ok := takenAt[id]; !ok {
+					takenAt[id] = round + 1
+				}
+			}
+		}
+	})
+	for id := range mine {
+		switch {
+		case takenAt[id] == 0 && lostAt[id] == 0:
+			t.Errorf("%s: neither fenced on a nor taken by b", id)
+		case lostAt[id] >= takenAt[id]:
+			t.Errorf("%s: b took it at round %d, a fenced itself only at round %d", id, takenAt[id], lostAt[id])
+		}
+	}
+}
+
+func testSkew(t *testing.T, h Harness) {
+	f := h.(Faults)
+	lease, renew := h.Timing()
+	f.Skew("a", 10*time.Minute)
+	f.Skew("b", -10*time.Minute)
+	a := holdAll(t, h, 9)
+	b, c := join(t, h, "b"), join(t, h, "c")
+	ds := []*driver{a, b, c}
+	run(h, int(6*lease/renew), ds, nil)
+	epochs := map[string]uint64{}
+	for _, d := range ds {
+		if n := len(d.held); n != 3 {
+			t.Errorf("host %s holds %d of 9 shards with skewed clocks, want 3", d.id, n)
+		}
+		for id, l := range d.held {
+			epochs[id] = l.Epoch()
+		}
+	}
+	// Healthy hosts with clocks 20 minutes apart: no lease moves.
+	run(h, int(5*lease/renew), ds, nil)
+	for _, d := range ds {
+		for id, l := range d.held {
+			if epochs[id] != l.Epoch() {
+				t.Errorf("%s moved (epoch %d to %d) between healthy hosts with skewed clocks", id, epochs[id], l.Epoch())
+			}
+		}
+	}
+	f.Kill("b")
+	run(h, int(3*lease/renew), []*driver{a, c}, nil)
+	if n := len(a.held) + len(c.held); n != 9 {
+		t.Errorf("after b died a and c hold %d of 9 shards", n)
+	}
+}
+
+// fair checks that every driver holds within one shard of n/len(ds).
+func fair(t *testing.T, n int, ds []*driver, when string) {
+	t.Helper()
+	share := float64(n) / float64(len(ds))
+	total := 0
+	for _, d := range ds {
+		total += len(d.held)
+		if got := float64(len(d.held)); got < share-1 || got > share+1 {
+			t.Errorf("%s: host %s holds %d shards, fair share is %.2f", when, d.id, len(d.held), share)
+		}
+	}
+	if total != n {
+		t.Errorf("%s: %d of %d shards held", when, total, n)
+	}
+}
+
+func testBalance(t *testing.T, h Harness) {
+	lease, renew := h.Timing()
+	rounds := int(6 * lease / renew)
+	a := holdAll(t, h, 10)
+	b := join(t, h, "b")
+	run(h, rounds, []*driver{a, b}, nil)
+	fair(t, 10, []*driver{a, b}, "after b joined")
+	c := join(t, h, "c")
+	run(h, rounds, []*driver{a, b, c}, nil)
+	fair(t, 10, []*driver{a, b, c}, "after c joined")
+	if err := c.leave(); err != nil {
+		t.Fatal(err)
+	}
+	run(h, rounds, []*driver{a, b}, nil)
+	fair(t, 10, []*driver{a, b}, "after c left")
+}
+
+func testChildren(t *testing.T, h Harness) {
+	ctx := context.Background()
+	a := join(t, h, "a")
+	shards := map[string]kinesisload.ShardProgress{
+		"p1":    {ShardID: "p1", State: kinesisload.StateActive, Position: scan.AfterSequence("1")},
+		"p2":    {ShardID: "p2", State: kinesisload.StateActive, Position: scan.AfterSequence("1")},
+		"child": {ShardID: "child", Parents: []string{"p1", "p2"}, State: kinesisload.StatePendingParent, Position: scan.TrimHorizon()},
+	}
+	if err := initialise(t, h, a, seed(shards, nil)); err != nil {
+		t.Fatal(err)
+	}
+	ds := []*driver{a}
+	if h.Host("b") != nil {
+		b := join(t, h, "b")
+		if err := initialise(t, h, b, seed(shards, nil)); err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, b)
+	}
+	holder := func(id string) kinesisload.Lease {
+		for _, d := range ds {
+			if l := d.held[id]; l != nil {
+				return l
+			}
+		}
+		return nil
+	}
+	noChild := func(round int) {
+		if holder("child") != nil {
+			t.Fatalf("round %d: the child is granted before both parents are COMPLETED", round)
+		}
+	}
+	lease, renew := h.Timing()
+	run(h, int(3*lease/renew), ds, noChild)
+	for _, p := range []string{"p1", "p2"} {
+		l := holder(p)
+		if l == nil {
+			t.Fatalf("parent %s is not granted to any host", p)
+		}
+		if err := l.Commit(ctx, kinesisload.ShardProgress{ShardID: p, State: kinesisload.StateCompleted, Position: scan.ShardEnd()}); err != nil {
+			t.Fatal(err)
+		}
+		if p == "p2" {
+			continue // p2's host keeps its lease: the child must not wait for it
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if p == "p1" {
+			run(h, int(2*lease/renew), ds, noChild)
+		}
+	}
+	run(h, int(2*lease/renew), ds, nil)
+	if holder("child") == nil {
+		t.Fatal("the child is not granted after both parents are COMPLETED")
+	}
+}
+
+func testHandoff(t *testing.T, h Harness) {
+	lease, renew := h.Timing()
+	a := holdAll(t, h, 4)
+	before := maps.Clone(a.held)
+	for id := range a.held {
+		a.inflight[id] = kinesisload.ShardProgress{ShardID: id, Position: scan.AfterSequence("777")}
+	}
+	b := join(t, h, "b")
+	run(h, int(6*lease/renew), []*driver{a, b}, nil)
+	fair(t, 4, []*driver{a, b}, "after b joined")
+	for id, l := range b.held {
+		if got := l.Progress().Position; !got.Equal(scan.AfterSequence("777")) {
+			t.Errorf("b resumed %s at %v, want the batch a had in flight committed (777)", id, got)
+		}
+		if old := before[id]; old != nil {
+			select {
+			case <-old.Handoff():
+			default:
+				t.Errorf("%s moved to b without a handoff asked of a", id)
+			}
+			if l.Epoch() <= old.Epoch() {
+				t.Errorf("%s: epoch %d after the handoff, not above a's %d", id, l.Epoch(), old.Epoch())
+			}
+		}
+	}
+}
