@@ -51,10 +51,12 @@ type Membership interface {
 	// Store returns the stream's shared progress: lineage, states and
 	// committed positions of every shard, as every host sees it once the
 	// fleet is initialised. The Loader saves through it only what any
-	// host may save at any time: new shards with their parents, and the
-	// DISCOVERED, PENDING_PARENT and ACTIVE states (idempotent merges,
-	// see [PositionStore.Save]). Positions and the DRAINING and COMPLETED
-	// states go through [Lease.Commit] instead. Load may return changes
+	// host may save at any time, as idempotent merges that never move a
+	// shard back (see [PositionStore.Save]): new shards with their parents
+	// and start positions, the DISCOVERED, PENDING_PARENT and ACTIVE
+	// states, and a [TransactionalSink]'s checkpoints found at start. The
+	// positions a reading host reaches, and the DRAINING and COMPLETED
+	// states, go through [Lease.Commit] instead. Load may return changes
 	// made by other hosts.
 	Store() PositionStore
 

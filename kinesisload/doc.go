@@ -93,6 +93,26 @@
 // and the operation; errors.Is tells its class: [ErrSink], [ErrKinesis],
 // [ErrLineage], [ErrJournal] or [ErrInvalidConfig].
 //
+// # Coordination
+//
+// The Loader learns through a [Coordinator] which shards it may read, who
+// initialises the stream, and whether a commit may land (coordinator.go is
+// where a shard's life on this host is decided). Each session joins the
+// stream's fleet ([Coordinator.Join]) and initialises through
+// [Membership.Initialise] (once for the whole fleet; nothing is visible
+// before its commit). It then offers the shards ready in its view to
+// [Membership.Acquire] and reads only those whose [Lease] it is granted;
+// every position is committed by [Lease.Commit] under the lease's fencing
+// epoch. A lost lease ([Lease.Lost], or a commit refused with
+// [ErrLeaseLost]) stops the shard at once and commits nothing more; a
+// handoff ([Lease.Handoff]) stops it after the batch in flight is
+// committed, then releases it, so a planned move delivers nothing twice.
+// The default, [NewStoreCoordinator], is the single process over the
+// PositionStore: it grants every ready shard and never takes one back.
+// [WithCoordinator] selects another; the sub-package
+// [github.com/tidemark/tidemark/kinesisload/coordtest] holds an in-memory
+// fleet and the conformance suite every implementation can run.
+//
 // # The guarantee
 //
 // Once initialisation has been journaled, every record that arrives in a
