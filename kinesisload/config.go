@@ -152,6 +152,12 @@ type Config struct {
 	// call, and so bounds how long after an outage ends the Loader reads
 	// again. Default 20 s; at least KinesisBackoff.
 	KinesisMaxBackoff time.Duration
+	// Decoder turns each Kinesis record into the user records the Sink
+	// receives. Default nil: KPL de-aggregation (a record aggregated by
+	// the Kinesis Producer Library is delivered as its user records,
+	// anything else as read; see the package docs, "KPL aggregation").
+	// [RawDecoder] turns de-aggregation off.
+	Decoder Decoder
 }
 
 // DefaultConfig returns a Config with every default filled in.

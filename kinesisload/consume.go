@@ -22,6 +22,8 @@ type consumer struct {
 	from     scan.Position
 	draining bool          // the shard was DRAINING when the loop started
 	hint     chan struct{} // poked when GetRecords reports child shards
+	keys     hashRange     // the shard's hash key range, for the KPL decoder
+	dec      *pageDecoder  // made by run
 }
 
 // run reads the shard until it ends (returns true once COMPLETED is
@@ -66,6 +68,7 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 	}
 	l.stats.reading(c.shard, true)
 	defer l.stats.reading(c.shard, false)
+	c.dec = c.newDecoder()
 	l.log.Info("shard started", "shard", c.shard, "from", c.from)
 	rctx, stopReading := context.WithCancel(gctx)
 	// Unbuffered: the reader fetches the next page while the Sink works on
@@ -121,17 +124,9 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 // checkpoint once the Sink accepted it.
 func (c *consumer) deliver(ctx context.Context, p page, fetched time.Time) error {
 	l := c.s.l
-	b := Batch{Stream: l.cfg.Stream, ShardID: c.shard, Records: make([]Record, len(p.records)), MillisBehindLatest: p.millisBehind}
+	b := Batch{Stream: l.cfg.Stream, ShardID: c.shard, MillisBehindLatest: p.millisBehind}
 	var bytes int64
-	for i, r := range p.records {
-		b.Records[i] = Record{
-			Data:           r.Data,
-			PartitionKey:   aws.ToString(r.PartitionKey),
-			SequenceNumber: aws.ToString(r.SequenceNumber),
-			ArrivalTime:    aws.ToTime(r.ApproximateArrivalTimestamp),
-		}
-		bytes += int64(len(r.Data) + len(aws.ToString(r.PartitionKey)))
-	}
+	b.Records, bytes = c.dec.decode(p.records)
 	update := ShardProgress{ShardID: c.shard}
 	switch {
 	case p.end:
@@ -235,4 +230,31 @@ func (s *session) saveShard(ctx context.Context, ls Lease, u ShardProgress, from
 		s.l.hooks.onState(ShardStateChanged{Stream: s.l.cfg.Stream, ShardID: u.ShardID, From: from, To: u.State})
 	}
 	return nil
+}
+
+// newDecoder returns the page decoder of this loop: Config.Decoder, or the
+// KPL de-aggregator with the shard's hash key range, reporting to the
+// hooks.
+func (c *consumer) newDecoder() *pageDecoder {
+	l := c.s.l
+	stream := l.cfg.Stream
+	d := &pageDecoder{dec: l.cfg.Decoder}
+	d.failed = func(r Record, err error) {
+		l.log.Warn("record delivered as read: it could not be decoded", "shard", c.shard, "seq", r.SequenceNumber, "err", err)
+		l.hooks.onDecodeFailed(DecodeFailed{Stream: stream, ShardID: c.shard, SequenceNumber: r.SequenceNumber, Err: err})
+	}
+	if d.dec == nil {
+		keys := c.keys
+		d.dec = &kplDecoder{keys: keys, outside: func(r Record, n int, first Record, key hashKey, ok bool) {
+			e := HashKeyOutOfRange{Stream: stream, ShardID: c.shard, SequenceNumber: r.SequenceNumber, Records: n,
+				SubSequenceNumber: first.SubSequenceNumber, StartingHashKey: keys.start.String(), EndingHashKey: keys.end.String()}
+			if ok {
+				e.HashKey = key.String()
+			}
+			l.log.Warn("user records outside the shard's hash key range delivered", "shard", c.shard, "seq", r.SequenceNumber,
+				"records", n, "first", first.SubSequenceNumber, "hash_key", e.HashKey)
+			l.hooks.onOutOfRange(e)
+		}}
+	}
+	return d
 }

@@ -191,6 +191,50 @@ type IteratorRenewed struct {
 	From string
 }
 
+// HookDecodeFailed is called when a Kinesis record looked encoded (for
+// the default decoder: it starts with the KPL magic bytes) but failed a
+// check. The record is delivered as one plain record, as KCL does: nothing
+// is dropped.
+type HookDecodeFailed interface {
+	OnDecodeFailed(DecodeFailed)
+}
+
+// DecodeFailed describes one Kinesis record delivered as plain because it
+// could not be decoded.
+type DecodeFailed struct {
+	Stream, ShardID string
+	SequenceNumber  string
+	// Err says which check failed; for the default decoder it wraps
+	// [ErrBadAggregate].
+	Err error
+}
+
+// HookHashKeyOutOfRange is called when user records of a KPL aggregate
+// have hash keys outside the hash key range of the shard they were read
+// from. They are delivered like the others (see the package docs, "KPL
+// aggregation", for why, and what KCL does instead).
+type HookHashKeyOutOfRange interface {
+	OnHashKeyOutOfRange(HashKeyOutOfRange)
+}
+
+// HashKeyOutOfRange describes the user records of one aggregate whose
+// hash keys are outside their shard's range.
+type HashKeyOutOfRange struct {
+	Stream, ShardID string
+	// SequenceNumber is the aggregate's; Records of its user records are
+	// outside the range, the first at SubSequenceNumber.
+	SequenceNumber    string
+	Records           int
+	SubSequenceNumber int64
+	// HashKey is the first one's effective hash key in decimal: its
+	// explicit hash key, or the MD5 of its partition key. An explicit
+	// hash key that is not a number from 0 to 2^128-1 counts as outside;
+	// HashKey is then empty.
+	HashKey string
+	// StartingHashKey and EndingHashKey are the shard's range.
+	StartingHashKey, EndingHashKey string
+}
+
 // hooks fans events out to the hooks that implement each interface.
 type hooks struct {
 	delivered []HookBatchDelivered
@@ -201,6 +245,8 @@ type hooks struct {
 	renewed   []HookIteratorRenewed
 	progress  []HookInitProgress
 	fetched   []HookFetched
+	decode    []HookDecodeFailed
+	outside   []HookHashKeyOutOfRange
 
 	// log and panics record hooks that panicked: a hook observes, so its
 	// panic is logged with the stack, counted, and does not stop the
@@ -242,6 +288,8 @@ func newHooks(hs []Hook) (hooks, error) {
 		n += addHook(&h.renewed, x)
 		n += addHook(&h.progress, x)
 		n += addHook(&h.fetched, x)
+		n += addHook(&h.decode, x)
+		n += addHook(&h.outside, x)
 		if n == 0 {
 			return hooks{}, fmt.Errorf("%w: WithHooks argument %d (%T) implements no Hook interface", ErrInvalidConfig, i, x)
 		}
@@ -304,5 +352,17 @@ func (h *hooks) onProgress(e InitProgress) {
 func (h *hooks) onFetched(e Fetched) {
 	for _, x := range h.fetched {
 		h.call("OnFetched", func() { x.OnFetched(e) })
+	}
+}
+
+func (h *hooks) onDecodeFailed(e DecodeFailed) {
+	for _, x := range h.decode {
+		h.call("OnDecodeFailed", func() { x.OnDecodeFailed(e) })
+	}
+}
+
+func (h *hooks) onOutOfRange(e HashKeyOutOfRange) {
+	for _, x := range h.outside {
+		h.call("OnHashKeyOutOfRange", func() { x.OnHashKeyOutOfRange(e) })
 	}
 }

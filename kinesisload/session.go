@@ -408,7 +408,7 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 				continue
 			}
 			running[id] = true
-			c := &consumer{s: s, lease: ls, shard: id, from: t.nodes[id].Position, draining: t.nodes[id].State == StateDraining, hint: hint}
+			c := &consumer{s: s, lease: ls, shard: id, from: t.nodes[id].Position, draining: t.nodes[id].State == StateDraining, hint: hint, keys: t.nodes[id].keys}
 			go func() {
 				lg, lh, unwatch := leaseContexts(gctx, hctx, ls)
 				completed, err := c.run(lg, lh)

@@ -7,20 +7,45 @@ import (
 	"github.com/tidemark/tidemark/scan"
 )
 
-// Record is one Kinesis record as the Loader hands it to a [Sink].
+// Record is one user record as the Loader hands it to a [Sink]: a Kinesis
+// record as read, or one of the user records of a KPL aggregated record
+// (see the package docs, "KPL aggregation").
+//
+// The pair (SequenceNumber, SubSequenceNumber) is unique within a shard and
+// grows in shard order: it is the key a Sink uses to write a record
+// idempotently or to tell a duplicate, aggregated or not (e.g. a primary key
+// of shard ID, sequence number and sub-sequence number). Batch.Checkpoint
+// is always after a whole Kinesis record: the user records of one aggregate
+// are never split across batches.
 type Record struct {
-	// Data is the record's payload. The Sink may keep it.
+	// Data is the record's payload. The Sink may keep it but must not
+	// modify it: the user records of one aggregate alias the bytes of
+	// the Kinesis record they came from (no copy per user record), so
+	// keeping one keeps that record's bytes in memory. Appending to Data
+	// copies it (its capacity is its length).
 	Data []byte
-	// PartitionKey is the key the producer gave.
+	// PartitionKey is the key the producer gave the user record (for an
+	// aggregate, the one in its partition key table).
 	PartitionKey string
-	// SequenceNumber identifies the record within its shard; it grows
-	// with every record (compare with [scan.CompareSequence]).
+	// ExplicitHashKey is the explicit hash key the producer gave a user
+	// record of an aggregate, in decimal; empty when none was given, and
+	// always for a record that was not aggregated (GetRecords does not
+	// return it).
+	ExplicitHashKey string
+	// SequenceNumber identifies the Kinesis record within its shard; it
+	// grows with every Kinesis record (compare with
+	// [scan.CompareSequence]). Every user record of one aggregate has the
+	// aggregate's sequence number.
 	SequenceNumber string
-	// SubSequenceNumber is the record's index inside a KPL-aggregated
-	// record. tidemark does not de-aggregate yet, so it is always 0.
+	// SubSequenceNumber is the user record's index inside its aggregate,
+	// from 0; 0 for a record that was not aggregated.
 	SubSequenceNumber int64
-	// ArrivalTime is when Kinesis accepted the record
-	// (ApproximateArrivalTimestamp), in milliseconds.
+	// Aggregated says the record is one of the user records of a KPL
+	// aggregated record.
+	Aggregated bool
+	// ArrivalTime is when Kinesis accepted the Kinesis record
+	// (ApproximateArrivalTimestamp), in milliseconds; the same for every
+	// user record of one aggregate.
 	ArrivalTime time.Time
 }
 

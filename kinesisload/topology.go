@@ -50,6 +50,7 @@ type node struct {
 	ShardProgress
 	closed bool       // ListShards gave it an ending sequence number
 	listed bool       // it was in the last ListShards
+	keys   hashRange  // its hash key range, from ListShards
 	saved  ShardState // the state last made durable; 0 for a new shard
 	// begun says an earlier run may have delivered records of the shard:
 	// its stored state was ACTIVE or later, or a TransactionalSink holds
@@ -148,6 +149,7 @@ func (t *topology) observe(shards []types.Shard) ([]ShardProgress, error) {
 		slices.Sort(n.Parents)
 		n.listed = true
 		n.closed = s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil
+		n.keys = shardHashRange(s)
 	}
 	for _, id := range sortedKeys(t.nodes) {
 		// A shard whose end was read and committed cannot be open again:

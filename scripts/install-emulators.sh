@@ -2,7 +2,9 @@
 # install-emulators.sh installs the Kinesis emulators the tests run against
 # (kinesis-local 0.6.2 and kinesalite 3.3.3, pinned in
 # scripts/emulators/package-lock.json) into .cache/emulators, which git
-# ignores. It needs Node 20 and npm, and the npm registry as its only network.
+# ignores, beside aws-kinesis-agg 4.2.8 (the awslabs KPL aggregation module
+# for Node, which produces the aggregated records of the KPL interoperability
+# test). It needs Node 20 and npm, and the npm registry as its only network.
 #
 # It is idempotent: when the installed tree matches the committed lock file it
 # returns at once. The Go helper internal/emulator finds the tree there (or in
@@ -32,7 +34,8 @@ want="$(sha256sum "$src/package-lock.json" | cut -d' ' -f1) node-$(node --versio
 installed() {
 	[[ -f "$stamp" && "$(cat "$stamp")" == "$want" &&
 		-f "$dest/node_modules/kinesis-local/main.js" &&
-		-f "$dest/node_modules/kinesalite/cli.js" ]]
+		-f "$dest/node_modules/kinesalite/cli.js" &&
+		-f "$dest/node_modules/aws-kinesis-agg/index.js" ]]
 }
 
 if installed; then
@@ -60,6 +63,7 @@ check_version() {
 }
 check_version kinesis-local 0.6.2
 check_version kinesalite 3.3.3
+check_version aws-kinesis-agg 4.2.8
 
 echo "$want" >"$stamp"
-echo "install-emulators: installed kinesis-local 0.6.2 and kinesalite 3.3.3 in $dest"
+echo "install-emulators: installed kinesis-local 0.6.2, kinesalite 3.3.3 and aws-kinesis-agg 4.2.8 in $dest"
