@@ -252,7 +252,9 @@ func (d *kplDecoder) Decode(dst []Record, r Record) ([]Record, error) {
 	// Pass 2: the records.
 	start := len(dst)
 	if cap(dst)-start < n {
-		grown := make([]Record, start, start+n+(start+n)/4)
+		// Double, so that a page of many aggregates copies its records
+		// a bounded number of times.
+		grown := make([]Record, start, max(2*cap(dst), start+n))
 		copy(grown, dst)
 		dst = grown
 	}
