@@ -127,7 +127,9 @@ func (s *FileSink) Deliver(ctx context.Context, b kinesisload.Batch) error {
 	recs := b.Records
 	if last != "" {
 		// Skip what an earlier delivery stored already. Records of a
-		// batch are consecutive and in shard order.
+		// batch are consecutive and in shard order, and the user records
+		// of a KPL aggregate (one sequence number) are never split
+		// across batches: comparing sequence numbers is enough.
 		i := 0
 		for i < len(recs) && scan.CompareSequence(recs[i].SequenceNumber, last) <= 0 {
 			i++

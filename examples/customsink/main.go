@@ -61,6 +61,11 @@
 //	-fail-every N    fail the first attempt of every Nth batch (default 4;
 //	                 0 never)
 //	-close-timeout D how long Close waits for in-flight batches (default 10s)
+//	-aggregate N     the producer writes KPL aggregated records of N user
+//	                 records each, as a Kinesis Producer Library producer
+//	                 would (kinesistest.Aggregate); the Loader delivers the
+//	                 user records, and each line's seq and subseq identify
+//	                 one (default 0: plain records)
 //	-v               show the Loader's own logs
 //
 // Exit status: 0 when the run and the check succeeded, 1 on an error or a
@@ -114,6 +119,7 @@ type options struct {
 	failEvery    int
 	closeTimeout time.Duration
 	verbose      bool
+	aggregate    int // user records per KPL aggregated record; 0: plain
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -130,6 +136,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.failEvery, "fail-every", 4, "fail the first attempt of every `N`th batch (0: never)")
 	fs.DurationVar(&o.closeTimeout, "close-timeout", 10*time.Second, "how long Close waits for in-flight batches")
 	fs.BoolVar(&o.verbose, "v", false, "show the Loader's own logs")
+	fs.IntVar(&o.aggregate, "aggregate", 0, "write KPL aggregated records of `N` user records each (0: plain records)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -141,6 +148,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-duration %v: must not be negative", o.duration)
 	case o.failEvery < 0:
 		return o, fmt.Errorf("-fail-every %d: must not be negative", o.failEvery)
+	case o.aggregate < 0:
+		return o, fmt.Errorf("-aggregate %d: must not be negative", o.aggregate)
 	case o.closeTimeout <= 0:
 		return o, fmt.Errorf("-close-timeout %v: must be positive", o.closeTimeout)
 	}
@@ -261,7 +270,7 @@ func demo(ctx context.Context, o options, api kinesistest.API, out *printer) (re
 
 	// The producer runs only on a stream this program created: it never
 	// writes into someone else's stream.
-	prod := &producer{api: api, stream: o.stream}
+	prod := &producer{api: api, stream: o.stream, aggregate: o.aggregate}
 	prodCtx, stopProducer := context.WithCancel(ctx)
 	var prodWG sync.WaitGroup
 	if created {
@@ -437,20 +446,21 @@ func report(out *printer, outDir, stream string, written []produced, checked, al
 	stored := 0
 	for shard, ws := range want {
 		got := byShard[shard]
-		seen := map[string]bool{}
+		seen := map[string]bool{} // sequence and sub-sequence number: one user record
 		for i, l := range got {
-			if seen[l.Seq] {
-				return fmt.Errorf("check failed: shard %s line %d repeats record %s: a duplicate", shard, i+1, l.Seq)
+			k := fmt.Sprintf("%s/%d", l.Seq, l.SubSeq)
+			if seen[k] {
+				return fmt.Errorf("check failed: shard %s line %d repeats record %s: a duplicate", shard, i+1, k)
 			}
-			seen[l.Seq] = true
+			seen[k] = true
 		}
 		// The lines must hold the records written, in order. A put whose
 		// answer was lost when the producer stopped may have landed too:
 		// such a record can only come after every acknowledged one.
 		n := min(len(got), len(ws))
 		for i := range n {
-			if l := got[i]; l.Seq != ws[i].seq || string(l.Data) != ws[i].data {
-				return fmt.Errorf("check failed: shard %s line %d is %s %q, want record %s %q", shard, i+1, l.Seq, l.Data, ws[i].seq, ws[i].data)
+			if l := got[i]; l.Seq != ws[i].seq || l.SubSeq != ws[i].sub || string(l.Data) != ws[i].data {
+				return fmt.Errorf("check failed: shard %s line %d is %s/%d %q, want record %s/%d %q", shard, i+1, l.Seq, l.SubSeq, l.Data, ws[i].seq, ws[i].sub, ws[i].data)
 			}
 		}
 		if all && len(got) < len(ws) {
@@ -557,15 +567,18 @@ func (p *printer) Write(b []byte) (int, error) {
 	return p.w.Write(b)
 }
 
-// produced is one record the producer wrote.
+// produced is one record the producer wrote; sub is its index in its
+// aggregate.
 type produced struct {
 	shard, seq, data string
+	sub              int64
 }
 
 // producer writes numbered records into the stream.
 type producer struct {
-	api    kinesistest.API
-	stream string
+	api       kinesistest.API
+	stream    string
+	aggregate int // user records per KPL aggregated record; 0: plain records
 
 	mu  sync.Mutex
 	out []produced
@@ -575,22 +588,48 @@ func (p *producer) run(ctx context.Context, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for n := 1; ; n++ {
-		data := fmt.Sprintf("order-%06d", n)
-		res, err := p.api.PutRecord(ctx, &kinesis.PutRecordInput{
-			StreamName:   aws.String(p.stream),
-			PartitionKey: aws.String(fmt.Sprintf("key-%d", n%8)),
-			Data:         []byte(data),
-		})
-		if err == nil {
-			p.mu.Lock()
-			p.out = append(p.out, produced{shard: aws.ToString(res.ShardId), seq: aws.ToString(res.SequenceNumber), data: data})
-			p.mu.Unlock()
+		if p.aggregate > 0 {
+			p.putAggregate(ctx, n)
+		} else {
+			data := fmt.Sprintf("order-%06d", n)
+			res, err := p.api.PutRecord(ctx, &kinesis.PutRecordInput{
+				StreamName:   aws.String(p.stream),
+				PartitionKey: aws.String(fmt.Sprintf("key-%d", n%8)),
+				Data:         []byte(data),
+			})
+			if err == nil {
+				p.mu.Lock()
+				p.out = append(p.out, produced{shard: aws.ToString(res.ShardId), seq: aws.ToString(res.SequenceNumber), data: data})
+				p.mu.Unlock()
+			}
 		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// putAggregate writes aggregate number n: one Kinesis record holding
+// p.aggregate user records, as a KPL producer would write them.
+func (p *producer) putAggregate(ctx context.Context, n int) {
+	users := make([]kinesistest.UserRecord, p.aggregate)
+	for i := range users {
+		users[i] = kinesistest.UserRecord{PartitionKey: fmt.Sprintf("key-%d", n%8), Data: []byte(fmt.Sprintf("order-%06d.%d", n, i))}
+	}
+	e, err := kinesistest.Aggregate(users)
+	if err != nil {
+		return
+	}
+	res, err := p.api.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(p.stream), PartitionKey: e.PartitionKey, Data: e.Data})
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, u := range users {
+		p.out = append(p.out, produced{shard: aws.ToString(res.ShardId), seq: aws.ToString(res.SequenceNumber), sub: int64(i), data: string(u.Data)})
 	}
 }
 

@@ -650,6 +650,43 @@ func TestRunDefaults(t *testing.T) {
 	}
 }
 
+// TestAggregatedProducer: with -aggregate, the producer writes KPL
+// aggregated records, and the files hold every user record once, keyed by
+// sequence and sub-sequence number, with injected Sink failures on.
+func TestAggregatedProducer(t *testing.T) {
+	t.Parallel()
+	fake := kinesistest.New()
+	out := t.TempDir()
+	var buf bytes.Buffer
+	o := options{out: out, dir: t.TempDir(), stream: "kpl", start: scan.TrimHorizon(),
+		duration: time.Second, failEvery: 2, closeTimeout: 10 * time.Second, aggregate: 3}
+	res, err := demo(context.Background(), o, fake, &printer{w: &buf})
+	if err != nil {
+		t.Fatalf("demo: %v\noutput:\n%s", err, buf.String())
+	}
+	subs := map[int64]int{}
+	for _, p := range res.produced {
+		subs[p.sub]++
+	}
+	if len(res.produced) == 0 || subs[0] != subs[2] || subs[0]*3 != len(res.produced) {
+		t.Fatalf("produced %d user records with sub-sequence numbers %v, want whole aggregates of 3", len(res.produced), subs)
+	}
+	lines := 0
+	for _, f := range listFiles(t, out) {
+		ls, err := ReadLines(f.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines += len(ls)
+	}
+	if lines != len(res.produced) {
+		t.Errorf("%d lines in the files, want %d (one per user record)", lines, len(res.produced))
+	}
+	if !strings.Contains(buf.String(), fmt.Sprintf("Check: all %d records written are stored", len(res.produced))) {
+		t.Errorf("the demo's own check is not reported:\n%s", buf.String())
+	}
+}
+
 // TestBadFlags checks that bad flags exit with status 2 and name the flag.
 func TestBadFlags(t *testing.T) {
 	for _, tc := range []struct {
@@ -658,6 +695,7 @@ func TestBadFlags(t *testing.T) {
 	}{
 		{[]string{"-duration", "-1s"}, "-duration -1s"},
 		{[]string{"-fail-every", "-2"}, "-fail-every -2"},
+		{[]string{"-aggregate", "-1"}, "-aggregate -1"},
 		{[]string{"-start", "SHARD_END"}, "-start SHARD_END"},
 		{[]string{"-start", "SOMEWHERE"}, "-start"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
@@ -722,4 +760,13 @@ func TestRunAgainstKinesisLocal(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, stdout.String())
 		}
 	}
+}
+
+func listFiles(t *testing.T, dir string) []File {
+	t.Helper()
+	fs, err := ListFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
 }

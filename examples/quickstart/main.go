@@ -24,6 +24,10 @@
 //	-timeout D     give up after D (default 25s; 3m with -aws, since AWS
 //	               takes a while to create and split a stream)
 //	-v             show the Loader's own logs
+//	-aggregate     write every record as a KPL aggregated record, as a
+//	               Kinesis Producer Library producer does
+//	               (kinesistest.Aggregate): the Loader de-aggregates it and
+//	               the Sink sees the same records as without the flag
 //
 // The stream it creates has a new name on every run, so a kept journal
 // directory can be given again.
@@ -78,6 +82,8 @@ type options struct {
 	useAWS   bool
 	timeout  time.Duration
 	verbose  bool
+	// aggregate writes every record as a KPL aggregated record.
+	aggregate bool
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {
@@ -89,6 +95,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.BoolVar(&o.useAWS, "aws", false, "use real Kinesis from the standard AWS configuration (creates, splits and deletes a stream)")
 	fs.DurationVar(&o.timeout, "timeout", 25*time.Second, "give up after this long (with -aws: default 3m)")
 	fs.BoolVar(&o.verbose, "v", false, "show the Loader's own logs")
+	fs.BoolVar(&o.aggregate, "aggregate", false, "write every record as a KPL aggregated record (the Loader de-aggregates it)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -142,11 +149,16 @@ func run(ctx context.Context, stdout io.Writer, args []string) (err error) {
 		dir:    dir,
 		logger: logger,
 		label:  map[string]string{},
+
+		aggregate: o.aggregate,
 	}
 	out.printf("tidemark quickstart: the LATEST gap, and how tidemark closes it\n")
 	out.printf("  Kinesis: %s\n", where)
 	out.printf("  journal: %s (%s)\n", dir, what)
 	out.printf("  stream:  %s\n", d.stream)
+	if o.aggregate {
+		out.printf("  records: KPL aggregated (the Loader de-aggregates them)\n")
+	}
 	defer d.cleanup()
 	if err := d.steps(ctx); err != nil {
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
@@ -215,6 +227,8 @@ type demo struct {
 	second  *loader                   // the restarted Loader (step 5)
 
 	stops []func() // stop what is still running when run returns
+
+	aggregate bool // write KPL aggregated records (-aggregate)
 }
 
 // written is one record the demo wrote.
@@ -560,6 +574,15 @@ func (d *demo) put(ctx context.Context, label, explicitHashKey string) error {
 	in := &kinesis.PutRecordInput{StreamName: aws.String(d.stream), PartitionKey: aws.String("key-" + label), Data: []byte(label)}
 	if explicitHashKey != "" {
 		in.ExplicitHashKey = aws.String(explicitHashKey)
+	}
+	if d.aggregate {
+		// What a KPL producer writes for a record it sends alone: an
+		// aggregate of one user record, keyed like it.
+		e, err := kinesistest.Aggregate([]kinesistest.UserRecord{{PartitionKey: *in.PartitionKey, ExplicitHashKey: explicitHashKey, Data: in.Data}})
+		if err != nil {
+			return fmt.Errorf("writing %s: %w", label, err)
+		}
+		in.Data = e.Data
 	}
 	res, err := d.api.PutRecord(ctx, in)
 	if err != nil {

@@ -51,6 +51,18 @@ func TestRunInMemory(t *testing.T) {
 	}
 }
 
+// TestRunAggregated: with -aggregate every record is written as a KPL
+// aggregated record, and the story and its checks are the same: the Loader
+// de-aggregates them.
+func TestRunAggregated(t *testing.T) {
+	t.Parallel()
+	out := runDemo(t, "-aggregate")
+	checkStory(t, out)
+	if !strings.Contains(out, "KPL aggregated") {
+		t.Errorf("output does not say the records are aggregated:\n%s", out)
+	}
+}
+
 // TestRunAgainstKinesisLocal runs the demo with -endpoint against a real
 // emulator, as a user with a kinesis-local started by hand would.
 func TestRunAgainstKinesisLocal(t *testing.T) {
