@@ -136,9 +136,47 @@
 // [RepairRewind], or, when no write time survived, Run stops with a
 // [*RepairedJournalError] naming the shards.
 //
+// # KPL aggregation
+//
+// Producers that write through the Kinesis Producer Library (or its
+// aggregation modules) pack many user records into one Kinesis record: the
+// magic bytes F3 89 9A C2, a protobuf AggregatedRecord, and the MD5 of the
+// protobuf. By default (Config.Decoder nil) the Loader delivers such a
+// record as its user records, in order, each with its partition key,
+// explicit hash key, data, the Kinesis record's SequenceNumber and
+// ArrivalTime, and its index as SubSequenceNumber. (SequenceNumber,
+// SubSequenceNumber) is unique per user record: the key for idempotent or
+// transactional writes. Data aliases the bytes of the Kinesis record it
+// came from: no copy per user record.
+//
+// A record without the magic bytes is delivered as read. A record with
+// them that fails a check (too short, MD5, protobuf wire format, a missing
+// required field, an index out of range, no user records) is delivered as
+// one plain record too, as KCL does, and reported to [HookDecodeFailed]:
+// nothing is dropped, and nothing panics. [RawDecoder] turns
+// de-aggregation off; any [Decoder] can replace it.
+//
+// A user record whose hash key (its explicit hash key, else the MD5 of its
+// partition key) is outside the hash key range of the shard it was read
+// from is delivered like the others and reported to
+// [HookHashKeyOutOfRange]. KCL drops the whole aggregate instead, so that
+// after a reshard a record routed by a stale producer is not processed
+// twice (once from the wrong shard, once from the right one). But Kinesis
+// stores an aggregate in exactly one shard, the one its own key chose, and
+// no other shard holds a copy of its user records: dropping them loses
+// them. Delivering them is safe for the guarantee: they are read once, in
+// that shard's order, and checkpointed with it. What a Sink gives up is
+// only that a user record may come from a shard other than its key's, so a
+// Sink must not assume per-key order across shards for such records.
+//
+// An aggregate is never split across batches: the Loader hands every page
+// read to the Sink as one batch, so every Checkpoint is after a whole
+// Kinesis record, and a restart never repeats or skips part of an
+// aggregate.
+//
 // # Tests
 //
 // The sub-package [github.com/tidemark/tidemark/kinesisload/kinesistest]
 // is an in-memory Kinesis with the real limits and fault injection, for
-// testing a Sink without AWS.
+// testing a Sink without AWS; its Aggregate writes KPL aggregated records.
 package kinesisload
