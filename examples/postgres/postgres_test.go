@@ -694,6 +694,28 @@ func TestDeliverRefusesWhatTheCheckpointCovers(t *testing.T) {
 	}
 }
 
+// TestDeliverAggregate: the user records of a KPL aggregate share one
+// sequence number; the sub-sequence number keeps their rows apart.
+func TestDeliverAggregate(t *testing.T) {
+	db := startPostgres(t)
+	s := NewSink(db)
+	b := kinesisload.Batch{Stream: streamName, ShardID: "shardId-000000000000", Checkpoint: scan.AfterSequence("100")}
+	for i, d := range []string{"a", "b", "c"} {
+		b.Records = append(b.Records, kinesisload.Record{Data: []byte(d), PartitionKey: "k", SequenceNumber: "100",
+			SubSequenceNumber: int64(i), Aggregated: true, ArrivalTime: time.UnixMilli(1700000000000)})
+	}
+	if err := s.Deliver(context.Background(), b); err != nil {
+		t.Fatalf("Deliver: %v", err)
+	}
+	var n int
+	if err := db.QueryRow(context.Background(), `SELECT count(DISTINCT subseq) FROM tidemark_records WHERE stream = $1 AND seq = '100'`, streamName).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Errorf("%d distinct user records stored, want 3", n)
+	}
+}
+
 // TestMainProgram runs the example's main program against the test server.
 func TestMainProgram(t *testing.T) {
 	db := startPostgres(t)

@@ -15,9 +15,11 @@ import (
 
 // Schema is the DDL that CreateSchema runs. Both statements are idempotent.
 //
-// tidemark_records holds one row per Kinesis record, keyed by stream, shard
-// and sequence number (kept as text: Kinesis sequence numbers are decimal
-// strings of up to 128 bits; order them with seq::numeric).
+// tidemark_records holds one row per record, keyed by stream, shard,
+// sequence number (kept as text: Kinesis sequence numbers are decimal
+// strings of up to 128 bits; order them with seq::numeric) and sub-sequence
+// number (the user record's index in a KPL aggregate, which the Loader
+// de-aggregates; 0 for a record that was not aggregated).
 //
 // tidemark_checkpoints holds, for every shard, where reading resumes: the
 // Batch.Checkpoint of the last batch stored, in the format of
@@ -33,11 +35,12 @@ CREATE TABLE IF NOT EXISTS tidemark_records (
 	stream        text        NOT NULL,
 	shard         text        NOT NULL,
 	seq           text        NOT NULL,
+	subseq        bigint      NOT NULL DEFAULT 0,
 	partition_key text        NOT NULL,
 	data          bytea       NOT NULL,
 	arrival       timestamptz NOT NULL,
 	loaded_at     timestamptz NOT NULL DEFAULT now(),
-	PRIMARY KEY (stream, shard, seq)
+	PRIMARY KEY (stream, shard, seq, subseq)
 );
 CREATE TABLE IF NOT EXISTS tidemark_checkpoints (
 	stream     text        NOT NULL,
@@ -119,7 +122,7 @@ var _ kinesisload.TransactionalSink = (*Sink)(nil)
 // (CreateSchema).
 func NewSink(db *pgxpool.Pool) *Sink { return &Sink{db: db} }
 
-var recordColumns = []string{"stream", "shard", "seq", "partition_key", "data", "arrival"}
+var recordColumns = []string{"stream", "shard", "seq", "subseq", "partition_key", "data", "arrival"}
 
 // Deliver stores b's records and b.Checkpoint in one transaction. A batch
 // with no records stores only its checkpoint: the shard's start, handed over
@@ -179,7 +182,7 @@ func (s *Sink) Deliver(ctx context.Context, b kinesisload.Batch) (err error) {
 	if len(b.Records) > 0 {
 		rows := make([][]any, len(b.Records))
 		for i, r := range b.Records {
-			rows[i] = []any{b.Stream, b.ShardID, r.SequenceNumber, r.PartitionKey, r.Data, r.ArrivalTime}
+			rows[i] = []any{b.Stream, b.ShardID, r.SequenceNumber, r.SubSequenceNumber, r.PartitionKey, r.Data, r.ArrivalTime}
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"tidemark_records"}, recordColumns, pgx.CopyFromRows(rows)); err != nil {
 			if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "23505" {
