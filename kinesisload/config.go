@@ -109,7 +109,9 @@ type Config struct {
 	// MaxBufferedBytes bounds the memory of the records the Loader holds
 	// across all its shards: pages fetched ahead and pages in the Sink.
 	// A record counts its data, partition key and sequence number plus
-	// 192 bytes. Before each GetRecords call a shard reserves the largest
+	// 192 bytes; while the Sink holds a batch, each user record of a KPL
+	// aggregate beyond the first counts 192 bytes more, plus its keys
+	// (its Data is the aggregate's, counted already). Before each GetRecords call a shard reserves the largest
 	// page Kinesis can return (10 MiB, plus 192 bytes per record of
 	// RecordsPerCall) and gives back what its page did not use; the page's
 	// share is given back when Deliver returns (a Sink that keeps

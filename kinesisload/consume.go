@@ -127,6 +127,14 @@ func (c *consumer) deliver(ctx context.Context, p page, fetched time.Time) error
 	b := Batch{Stream: l.cfg.Stream, ShardID: c.shard, MillisBehindLatest: p.millisBehind}
 	var bytes int64
 	b.Records, bytes = c.dec.decode(p.records)
+	// The page's cost, held until Deliver returns, counted one Record per
+	// Kinesis record; the user records of aggregates cost more (Data
+	// aliases the page, but each has its Record and keys). That is
+	// already in memory: count it without waiting, as the reader does for
+	// a page larger than its reservation.
+	extra := decodedCost(len(p.records), b.Records)
+	l.buffered.force(extra)
+	defer l.buffered.release(extra)
 	update := ShardProgress{ShardID: c.shard}
 	switch {
 	case p.end:

@@ -100,3 +100,22 @@ func decodeSafely(dec Decoder, dst []Record, r Record) (out []Record, err error)
 	}()
 	return dec.Decode(dst, r)
 }
+
+// decodedCost is what the user records of a page cost the buffer budget
+// beyond what the page was counted (pageCost: one Record per Kinesis
+// record): recordOverhead for every user record beyond one per Kinesis
+// record, plus the keys of every de-aggregated user record (an aggregate's
+// keys are one allocation, shared by its user records; counting each
+// user record's keys over-counts shared keys, never under-counts).
+func decodedCost(kinesisRecords int, rs []Record) int64 {
+	var n int64
+	if extra := len(rs) - kinesisRecords; extra > 0 {
+		n = int64(extra) * recordOverhead
+	}
+	for i := range rs {
+		if rs[i].Aggregated {
+			n += int64(len(rs[i].PartitionKey) + len(rs[i].ExplicitHashKey))
+		}
+	}
+	return n
+}

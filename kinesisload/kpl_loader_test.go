@@ -300,3 +300,55 @@ func TestLoaderOutOfRangeDelivered(t *testing.T) {
 type kinesisEntry = types.PutRecordsRequestEntry
 
 func timeAfter(ms int) <-chan time.Time { return time.After(time.Duration(ms) * time.Millisecond) }
+
+// The buffer budget (Config.MaxBufferedBytes) counts the user records of
+// aggregates while the Sink holds them, not only the Kinesis records read:
+// an aggregate of 2,000 tiny user records is about 16 KB on the wire and
+// 2,000 Records in memory.
+func TestBufferedBytesCountUserRecords(t *testing.T) {
+	s := newFakeStream(t, 1)
+	const n = 2000
+	users := make([]kinesistest.UserRecord, n)
+	for i := range users {
+		users[i] = kinesistest.UserRecord{PartitionKey: "k" + strconv.Itoa(i%5), Data: []byte{byte(i)}}
+	}
+	e := mustAggregate(t, users)
+	s.putEntry(e)
+	var (
+		mu    sync.Mutex
+		l     *Loader
+		inUse int64
+	)
+	sink := &batchLog{notify: make(chan struct{}, 1)}
+	spy := SinkFunc(func(ctx context.Context, b Batch) error {
+		mu.Lock()
+		if l == nil {
+			mu.Unlock()
+			return fmt.Errorf("not started yet") // retried
+		}
+		inUse = max(inUse, l.buffered.inUse())
+		mu.Unlock()
+		return sink.Deliver(ctx, b)
+	})
+	cfg := Config{Stream: s.name, Sink: spy, Dir: t.TempDir(), StartPosition: scan.TrimHorizon(), MaxBufferedBytes: 64 << 10}
+	r := start(t, context.Background(), cfg, WithClient(s.f))
+	mu.Lock()
+	l = r.l
+	mu.Unlock()
+	sink.waitRecords(t, n)
+	mu.Lock()
+	if want := int64(n-1) * recordOverhead; inUse < want {
+		t.Errorf("buffer in use during Deliver = %d bytes, want at least %d for %d user records (the aggregate is %d bytes)", inUse, want, n, len(e.Data))
+	}
+	mu.Unlock()
+	// Once Deliver returned, only the reader's next reservation (at most
+	// the whole budget) is held.
+	got := l.buffered.inUse()
+	for i := 0; i < 500 && got > 64<<10; i++ {
+		time.Sleep(10 * time.Millisecond)
+		got = l.buffered.inUse()
+	}
+	if got > 64<<10 {
+		t.Errorf("after Deliver, %d bytes still counted: the user records' share was not given back", got)
+	}
+}
