@@ -68,9 +68,12 @@ type InitResolved struct {
 	// Strategy is the strategy of the Resolver that resolved them
 	// (Config.ResolveStrategy, or that of [WithResolver]'s Resolver).
 	Strategy scan.Strategy
-	// FellBack is how many of the Resolved shards the probe strategy
-	// resolved with a full scan because its probes went unanswered.
-	FellBack int
+	// Unanswered is how many probes of the probe strategy went
+	// unanswered while a control call answered (an endpoint that never
+	// answers AT_TIMESTAMP past a shard's last record, like kinesalite),
+	// and were taken for "no record there": [scan.Stats].Unanswered,
+	// summed. No shard falls back to a full scan.
+	Unanswered int
 	// Positions is where every shard to read (tracked, listed, not yet
 	// COMPLETED) resumes, as journaled. The hook may keep the map.
 	Positions map[string]scan.Position

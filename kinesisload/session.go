@@ -200,7 +200,7 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 		return nil, stopError(stream, shard, "Lineage", ErrLineage, err)
 	}
 	pending := t.unresolved()
-	fellBack := 0
+	unanswered := 0
 	if len(pending) > 0 {
 		l.log.Info("resolving LATEST", "shards", len(pending))
 		var done atomic.Int64
@@ -234,9 +234,7 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 			return nil, &RunError{Stream: stream, Shard: shard, Op: "Resolve", Kind: ErrKinesis, Err: fmt.Errorf("initialisation: %w", err)}
 		}
 		for _, r := range results {
-			if r.Stats.FellBack {
-				fellBack++
-			}
+			unanswered += r.Stats.Unanswered
 			l.log.Debug("resolved", "shard", r.Shard, "position", r.Position, "calls", r.Stats.Calls, "bytes", r.Stats.Bytes)
 			t.nodes[r.Shard].Position = r.Position
 			// Every resolved position goes into the batch, also that of
@@ -292,8 +290,8 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	l.stats.setInitialised(true)
 	took := time.Since(began)
 	strategy := s.resolver.Config().Strategy
-	l.hooks.onInit(InitResolved{Stream: stream, Resolved: len(pending), Reused: reused, Strategy: strategy, FellBack: fellBack, Positions: starts, Duration: took})
-	l.log.Info("initialised", "resolved", len(pending), "strategy", strategy, "fell_back", fellBack, "reused", reused, "reading", len(starts), "took", took)
+	l.hooks.onInit(InitResolved{Stream: stream, Resolved: len(pending), Reused: reused, Strategy: strategy, Unanswered: unanswered, Positions: starts, Duration: took})
+	l.log.Info("initialised", "resolved", len(pending), "strategy", strategy, "unanswered", unanswered, "reused", reused, "reading", len(starts), "took", took)
 	// The topology may have changed while the batch was resolved (a split
 	// or merge of a shard being scanned): list again before reading.
 	if len(pending) > 0 {

@@ -47,6 +47,7 @@ const (
 	DefaultHeadLimit     = 100
 	DefaultInitialWindow = time.Second
 	DefaultResolution    = 100 * time.Millisecond
+	DefaultProbeTimeout  = time.Second
 )
 
 // DefaultBackoff returns the waits before each retry used when
@@ -136,6 +137,15 @@ type Config struct {
 	// [DefaultResolution] (100 ms).
 	Resolution time.Duration
 
+	// ProbeTimeout bounds each attempt of a probe's AT_TIMESTAMP
+	// GetShardIterator, and of the control call that follows one that
+	// went unanswered: when the probe is silent and the control answers,
+	// the probe is taken for "no record at or after that time" (kinesalite
+	// never answers such a probe); when neither answers, the attempt is
+	// retried like any timeout, with twice the wait, up to CallTimeout.
+	// Default [DefaultProbeTimeout] (1 s).
+	ProbeTimeout time.Duration
+
 	// Hooks are optional callbacks; see [Hooks].
 	Hooks Hooks
 }
@@ -185,6 +195,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: InitialWindow = %v: must not be negative", ErrInvalidConfig, c.InitialWindow)
 	case c.Resolution < 0:
 		return c, fmt.Errorf("%w: Resolution = %v: must not be negative", ErrInvalidConfig, c.Resolution)
+	case c.ProbeTimeout < 0:
+		return c, fmt.Errorf("%w: ProbeTimeout = %v: must not be negative", ErrInvalidConfig, c.ProbeTimeout)
 	case c.Jitter > 1:
 		return c, fmt.Errorf("%w: Jitter = %v: must be at most 1", ErrInvalidConfig, c.Jitter)
 	}
@@ -223,6 +235,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.ProbeTimeout == 0 {
+		c.ProbeTimeout = DefaultProbeTimeout
 	}
 	if c.PageLimit == 0 {
 		c.PageLimit = DefaultPageLimit

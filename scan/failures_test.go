@@ -485,6 +485,7 @@ func TestNewResolverDefaults(t *testing.T) {
 		HeadLimit:     100,
 		InitialWindow: time.Second,
 		Resolution:    100 * time.Millisecond,
+		ProbeTimeout:  time.Second,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
@@ -402,7 +403,9 @@ func TestResolveManyShards(t *testing.T) {
 }
 
 // refuseFuture refuses AT_TIMESTAMP iterators after the fake's clock, as
-// Kinesis does, with the message msg.
+// Kinesis does, with the message msg. It passes no server time on, so the
+// resolver's probe times come from the host's clock, which a test may set
+// ahead.
 type refuseFuture struct {
 	scan.Client
 	clock   *kinesistest.ManualClock
@@ -415,7 +418,19 @@ func (c *refuseFuture) GetShardIterator(ctx context.Context, in *kinesis.GetShar
 		c.refused++
 		return nil, &types.InvalidArgumentException{Message: aws.String(c.msg)}
 	}
-	return c.Client.GetShardIterator(ctx, in, optFns...)
+	out, err := c.Client.GetShardIterator(ctx, in, optFns...)
+	if out != nil {
+		out.ResultMetadata = middleware.Metadata{}
+	}
+	return out, err
+}
+
+func (c *refuseFuture) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	out, err := c.Client.GetRecords(ctx, in, optFns...)
+	if out != nil {
+		out.ResultMetadata = middleware.Metadata{}
+	}
+	return out, err
 }
 
 // TestResolveFutureTimestampRefused runs the probe strategy with a clock

@@ -55,13 +55,27 @@ type Request struct {
 	// Hooks are called for this request only, after the Resolver's own
 	// (a Loader reports its initialisation progress with them). Optional.
 	Hooks Hooks
+	// At is T0, on Kinesis's clock: every shard resolves to just after
+	// the last record that arrived before At (ApproximateArrivalTimestamp
+	// < At, to the millisecond; At is truncated to the millisecond), or to
+	// TRIM_HORIZON when none did. Records that arrive at or after At are
+	// after the resolved start whatever the scan's duration, so a batch
+	// resolved again at the same At resolves the same positions. At must
+	// not be later than Kinesis's clock when Resolve is called; take it
+	// from [Resolver.Now].
+	//
+	// The zero At keeps the older meaning: each shard resolves to its tip
+	// when its scan catches up, so the positions depend on when the scan
+	// ran.
+	At time.Time
 }
 
 // A ShardResult is the resolved start of one shard and what finding it cost.
 type ShardResult struct {
 	Shard string
-	// Position is AFTER_SEQUENCE_NUMBER of the tip record, or TRIM_HORIZON
-	// when the shard held no record.
+	// Position is AFTER_SEQUENCE_NUMBER of the last record before
+	// [Request.At] (of the tip record when At is zero), or TRIM_HORIZON
+	// when there was none.
 	Position Position
 	Stats    Stats
 }
@@ -76,10 +90,12 @@ type Stats struct {
 	// Probes counts the reads of the probe strategy before its final
 	// read: the head read and the existence probes.
 	Probes int
-	// FellBack is set when the probe strategy gave up on a shard because
-	// an AT_TIMESTAMP probe timed out on every attempt, and the shard was
-	// resolved by a full scan instead (see the package documentation).
-	FellBack bool
+	// Unanswered counts the probes taken for "no record at or after
+	// this time" because the endpoint left their AT_TIMESTAMP
+	// GetShardIterator unanswered for [Config.ProbeTimeout] while it
+	// answered a control call on the same shard at once (kinesalite does
+	// this past a shard's last record; see the package documentation).
+	Unanswered int
 	// Records and Bytes count what GetRecords returned: records, and
 	// their data plus partition key bytes.
 	Records int

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go/middleware"
@@ -54,6 +53,17 @@ type shardScan struct {
 	// when it was seen.
 	serverAt, localAt time.Time
 	haveServer        bool
+
+	// T0 ([Request.At]), if set: only records that arrived before it
+	// count.
+	at     time.Time
+	haveAt bool
+	// hi is what search found: see there.
+	hi time.Time
+	// control is a position known to hold a record (the anchor), where a
+	// GetShardIterator must answer: it tells an endpoint that leaves one
+	// probe unanswered from one that is down. See probeIterator.
+	control Position
 }
 
 // record is what a scan keeps of a record: never its payload.
@@ -65,6 +75,9 @@ type record struct {
 
 func (r *Resolver) resolveShard(ctx context.Context, req Request, shard string) (ShardResult, error) {
 	s := &shardScan{cfg: &r.cfg, client: req.Client, stream: req.Stream, shard: shard, retry: req.Hooks.Retry}
+	if !req.At.IsZero() {
+		s.at, s.haveAt = ms(req.At), true
+	}
 	start := r.cfg.Now()
 	var (
 		pos Position
@@ -75,13 +88,6 @@ func (r *Resolver) resolveShard(ctx context.Context, req Request, shard string) 
 		pos, err = s.fullScan(ctx)
 	default:
 		pos, err = s.probeScan(ctx)
-		if err != nil && errors.Is(err, errProbeUnanswered) && ctx.Err() == nil {
-			// An endpoint that never answers an AT_TIMESTAMP probe
-			// (kinesalite past the last record) still has a tip: find it
-			// the slow way, which is always correct.
-			s.stats.FellBack = true
-			pos, err = s.fullScan(ctx)
-		}
 	}
 	if err != nil {
 		return ShardResult{}, err
@@ -102,14 +108,14 @@ func (s *shardScan) fullScan(ctx context.Context) (Position, error) {
 	return AfterSequence(last.seq), nil
 }
 
-// probeScan finds the neighbourhood of the last record with existence
-// probes, then reads from a record a probe has seen to the tip. See the
-// package documentation for why it returns what fullScan returns.
+// probeScan finds the neighbourhood of the last record before T0 (of the
+// tip, without T0) with existence probes, then reads from a record a probe
+// has seen. See the package documentation for why it returns what fullScan
+// returns.
 func (s *shardScan) probeScan(ctx context.Context) (Position, error) {
 	// The head: the first page from TRIM_HORIZON, of at most HeadLimit
-	// records. At the tip it is the whole shard, and the answer is the
-	// full scan's by the same rule: its last record, or TRIM_HORIZON when
-	// it holds none.
+	// records. At the tip (or at T0) it is the whole answer, by the full
+	// scan's own rule: its last record, or TRIM_HORIZON when it holds none.
 	s.stats.Probes++
 	head, ok, tip, err := s.readToTip(ctx, TrimHorizon(), s.cfg.HeadLimit, true)
 	if err != nil {
@@ -124,47 +130,106 @@ func (s *shardScan) probeScan(ctx context.Context) (Position, error) {
 		// No arrival times: nothing to search on.
 		return s.fullScan(ctx)
 	}
-	// Invariant: anchor is a record a probe has seen, and lo is a time at
-	// or before which it is known that some record exists at or after lo
-	// (the anchor). If haveHi, a probe at hi found no record at or after
-	// hi when it ran.
-	anchor := head
-	lo := ms(head.ts)
-	var hi time.Time
-	haveHi := false
-
-	// Gallop backwards from now until a window holds a record, or the
-	// window reaches the oldest record.
-	now := ms(s.now())
-	for t, w := now, s.cfg.InitialWindow; t.After(lo); t, w = now.Add(-w), grow(w) {
-		r, found, err := s.probe(ctx, AtTimestamp(t))
+	if !s.haveAt {
+		anchor, err := s.search(ctx, head)
 		if err != nil {
 			return Position{}, err
 		}
+		// Read from the anchor to the tip. The anchor was seen, so this
+		// read sees at least the anchor, and the last record it sees is
+		// the tip.
+		last, ok, _, err := s.readToTip(ctx, AtSequence(anchor.seq), s.cfg.PageLimit, false)
+		if err != nil {
+			return Position{}, err
+		}
+		if !ok {
+			// The anchor expired between the probe and the read; start
+			// over from the oldest retained record.
+			return s.fullScan(ctx)
+		}
+		return AfterSequence(last.seq), nil
+	}
+	anchor := head
+	for {
+		anchor, err = s.search(ctx, anchor)
+		if err != nil {
+			return Position{}, err
+		}
+		last, ok, again, err := s.readFrom(ctx, anchor)
+		switch {
+		case err != nil:
+			return Position{}, err
+		case !ok:
+			// The anchor expired between the probe and the read.
+			return s.fullScan(ctx)
+		case !again:
+			return AfterSequence(last.seq), nil
+		}
+		// A record before T0 and past a time a probe found empty: that
+		// answer was wrong (an unanswered probe on an endpoint that does
+		// answer). Search again from that record, so a wrong answer
+		// costs one page, never the rest of the history.
+		anchor = last
+	}
+}
+
+// search returns a record a probe has seen, as close before T0 (before the
+// tip, without T0) as the probes can tell, starting from the anchor, a
+// record already seen. It sets s.hi to the earliest time a probe found no
+// record at or after (before T0, with T0): the zero time when none did.
+func (s *shardScan) search(ctx context.Context, anchor record) (record, error) {
+	// Invariant: anchor is a record a probe has seen, and lo is a time at
+	// or before which it is known that some record exists at or after lo
+	// (the anchor). If haveHi, a probe at hi found no record at or after
+	// hi (before T0) when it ran.
+	s.control = AtSequence(anchor.seq)
+	lo := ms(anchor.ts)
+	var hi time.Time
+	haveHi := false
+	// Gallop backwards from the top (T0, or now) until a window holds a
+	// record, or the window reaches the anchor. With T0 the first probe
+	// is one window before it: no record at or after T0 counts.
+	top, w := ms(s.now()), time.Duration(0)
+	if s.haveAt {
+		top, hi, haveHi, w = s.at, s.at, true, s.cfg.InitialWindow
+	}
+	for t := top.Add(-w); t.After(lo); t = top.Add(-w) {
+		r, found, err := s.probe(ctx, AtTimestamp(t))
+		if err != nil {
+			return record{}, err
+		}
 		if found {
 			anchor, lo = r, later(t, r)
+			s.control = AtSequence(anchor.seq)
 			break
 		}
 		hi, haveHi = t, true
-		if w > now.Sub(lo) {
-			// The next window would reach past the oldest record.
-			w = now.Sub(lo)
+		if w == 0 {
+			w = s.cfg.InitialWindow
+		} else {
+			w = grow(w)
+		}
+		if w > top.Sub(lo) {
+			// The next window would reach past the anchor.
+			w = top.Sub(lo)
 		}
 	}
 
-	// Records at or after "now": this host's clock is behind Kinesis, or
-	// records are arriving. Gallop forwards until a probe finds none.
+	// Without T0, records at or after "now": this host's clock is behind
+	// Kinesis, or records are arriving. Gallop forwards until a probe
+	// finds none.
 	for i, w := 0, s.cfg.InitialWindow; !haveHi && i < maxGallop; i, w = i+1, grow(w) {
 		t := lo.Add(w)
 		r, found, err := s.probe(ctx, AtTimestamp(t))
 		if err != nil {
-			return Position{}, err
+			return record{}, err
 		}
 		if !found {
 			hi, haveHi = t, true
 			break
 		}
 		anchor, lo = r, later(t, r)
+		s.control = AtSequence(anchor.seq)
 	}
 
 	// Bisect on time until the window is narrow enough to read.
@@ -172,37 +237,58 @@ func (s *shardScan) probeScan(ctx context.Context) (Position, error) {
 		mid := lo.Add((hi.Sub(lo) / 2).Truncate(time.Millisecond))
 		r, found, err := s.probe(ctx, AtTimestamp(mid))
 		if err != nil {
-			return Position{}, err
+			return record{}, err
 		}
 		if !found {
 			hi = mid
 			continue
 		}
 		anchor, lo = r, later(mid, r)
+		s.control = AtSequence(anchor.seq)
 		if !lo.Before(hi) {
-			// The record arrived after the probe at hi: the tip is
-			// moving, so read forward from it.
+			// The record arrived after the probe at hi found nothing:
+			// without T0 the tip is moving; with T0 that probe was
+			// wrong. Either way, read forward from it.
 			break
 		}
 	}
-
-	// Read from the anchor to the tip. The anchor was seen, so this read
-	// sees at least the anchor, and the last record it sees is the tip.
-	last, ok, _, err := s.readToTip(ctx, AtSequence(anchor.seq), s.cfg.PageLimit, false)
-	if err != nil {
-		return Position{}, err
+	s.hi = time.Time{}
+	if haveHi {
+		s.hi = hi
 	}
-	if !ok {
-		// The anchor expired between the probe and the read; start
-		// over from the oldest retained record.
-		return s.fullScan(ctx)
-	}
-	return AfterSequence(last.seq), nil
+	return anchor, nil
 }
 
-// probe reports the first record at or after start, following empty pages
-// until a record or the tip; found is false when it reached the tip without
-// a record, which proves no record is at or after start.
+// readFrom reads from the anchor, a page at a time, to T0 or the tip, and
+// returns the last record before T0 it saw (the anchor at least, unless it
+// expired: then ok is false). If a page ends at a record that arrived at or
+// after s.hi (and before T0), a probe's "nothing there" was wrong: readFrom
+// stops at that record and reports again.
+func (s *shardScan) readFrom(ctx context.Context, anchor record) (last record, ok, again bool, err error) {
+	from := AtSequence(anchor.seq)
+	for {
+		r, seen, tip, err := s.readToTip(ctx, from, s.cfg.PageLimit, true)
+		if err != nil {
+			return record{}, false, false, err
+		}
+		if !seen {
+			// onePage returns without a record only at the tip.
+			return last, ok, false, nil
+		}
+		last, ok, from = r, true, AfterSequence(r.seq)
+		if tip {
+			return last, true, false, nil
+		}
+		if !s.hi.IsZero() && s.hi.Before(s.at) && r.haveTS && !ms(r.ts).Before(s.hi) && r.seq != anchor.seq {
+			return last, true, true, nil
+		}
+	}
+}
+
+// probe reports the first record at or after start (and before T0),
+// following empty pages until a record or the tip; found is false when it
+// reached the tip (or T0) without a record, which proves no record is at or
+// after start (and before T0).
 func (s *shardScan) probe(ctx context.Context, start Position) (record, bool, error) {
 	s.stats.Probes++
 	r, found, _, err := s.readToTip(ctx, start, 1, true)
@@ -211,14 +297,15 @@ func (s *shardScan) probe(ctx context.Context, start Position) (record, bool, er
 		// can be at or after a time that has not come yet.
 		return record{}, false, nil
 	}
-	if err != nil && start.Kind == KindAtTimestamp && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return record{}, false, fmt.Errorf("%w: %w", errProbeUnanswered, err)
+	if err != nil && errors.Is(err, errUnanswered) {
+		// The endpoint answers, but not this probe: it has no record at
+		// or after start (kinesalite). If that was wrong, readFrom sees
+		// it and the search starts over.
+		s.stats.Unanswered++
+		return record{}, false, nil
 	}
 	return r, found, err
 }
-
-// errProbeUnanswered marks a probe whose every attempt timed out.
-var errProbeUnanswered = errors.New("AT_TIMESTAMP probe never answered")
 
 // readToTip reads the shard from start until the tip: a page with
 // MillisBehindLatest == 0 that is not full, or the end of a closed shard.
@@ -265,12 +352,16 @@ func (s *shardScan) readToTip(ctx context.Context, start Position, limit int32, 
 			s.stats.Records++
 			s.stats.Bytes += int64(len(rec.Data)) + int64(len(aws.ToString(rec.PartitionKey)))
 		}
-		// The tip: the end of a closed shard, or a page that is not full
-		// and is not behind.
-		tip = out.NextShardIterator == nil ||
+		// With T0, the first record that arrived at or after it ends the
+		// read as the tip would: it and every later record are after the
+		// start.
+		recs := s.beforeAt(out.Records)
+		// The tip: T0, the end of a closed shard, or a page that is not
+		// full and is not behind.
+		tip = len(recs) < len(out.Records) || out.NextShardIterator == nil ||
 			len(out.Records) < int(limit) && out.MillisBehindLatest != nil && *out.MillisBehindLatest == 0
-		if n := len(out.Records); n > 0 {
-			rec := &out.Records[n-1]
+		if n := len(recs); n > 0 {
+			rec := &recs[n-1]
 			if rec.SequenceNumber == nil {
 				return record{}, false, false, fmt.Errorf("GetRecords returned a record without a sequence number")
 			}
@@ -296,13 +387,17 @@ func (s *shardScan) iterator(ctx context.Context, p Position) (string, error) {
 		return "", err
 	}
 	var out *kinesis.GetShardIteratorOutput
-	err = s.call(ctx, "GetShardIterator", func(ctx context.Context) (err error) {
-		out, err = s.client.GetShardIterator(ctx, in, noSDKRetries)
-		if err == nil && out == nil {
-			err = fmt.Errorf("%w: GetShardIterator returned no output and no error", kerr.ErrOddAnswer)
-		}
-		return err
-	})
+	if p.Kind == KindAtTimestamp && s.control.Kind != 0 {
+		out, err = s.probeIterator(ctx, in)
+	} else {
+		err = s.call(ctx, "GetShardIterator", func(ctx context.Context) (err error) {
+			out, err = s.client.GetShardIterator(ctx, in, noSDKRetries)
+			if err == nil && out == nil {
+				err = fmt.Errorf("%w: GetShardIterator returned no output and no error", kerr.ErrOddAnswer)
+			}
+			return err
+		})
+	}
 	if err != nil {
 		return "", fmt.Errorf("GetShardIterator %s: %w", p, err)
 	}
@@ -403,8 +498,8 @@ func (s *shardScan) retryHook(op string, attempt int, err error, d time.Duration
 // Date has whole seconds: when this host's clock is within that second, the
 // clocks agree and this host's, which is finer, is kept.
 func (s *shardScan) observe(md middleware.Metadata) {
-	t, ok := awsmiddleware.GetServerTime(md)
-	if !ok || t.IsZero() {
+	t, ok := ServerTime(md)
+	if !ok {
 		return
 	}
 	local := s.cfg.Now()

@@ -930,8 +930,8 @@ func (h initHook) OnInitResolved(e kinesisload.InitResolved) {
 	resolved := "nothing to resolve"
 	if e.Resolved > 0 {
 		resolved = fmt.Sprintf("%d shard(s) resolved by the %s strategy", e.Resolved, e.Strategy)
-		if e.FellBack > 0 {
-			resolved += fmt.Sprintf(" (%d by a full scan, their probes unanswered)", e.FellBack)
+		if e.Unanswered > 0 {
+			resolved += fmt.Sprintf(" (%d probe(s) unanswered, taken for \"no record there\")", e.Unanswered)
 		}
 	}
 	h.out.printf("   Initialised in %v: %s, %d reused from the journal.\n",

@@ -85,7 +85,9 @@ func (f *Fake) GetShardIterator(ctx context.Context, in *kinesis.GetShardIterato
 	}
 	s.stats.GetShardIteratorCalls++
 	it := f.encodeIterator(iterator{streamID: st.id, stream: st.name, shard: s.index, from: from, issued: now})
-	return &kinesis.GetShardIteratorOutput{ShardIterator: aws.String(it)}, nil
+	out := &kinesis.GetShardIteratorOutput{ShardIterator: aws.String(it)}
+	setDate(&out.ResultMetadata, now)
+	return out, nil
 }
 
 // GetRecords returns the records at an iterator: at most Limit (default and
@@ -181,6 +183,7 @@ func (f *Fake) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ ..
 		behind = max(now.Sub(s.records[end].arrival).Milliseconds(), 1)
 	}
 	out.MillisBehindLatest = aws.Int64(behind)
+	setDate(&out.ResultMetadata, now)
 	if end == len(s.records) && !s.open() {
 		out.ChildShards = f.childShards(st, s)
 		return out, nil

@@ -128,6 +128,7 @@ func (f *Fake) ListShards(ctx context.Context, in *kinesis.ListShardsInput, _ ..
 		out.Shards = append(out.Shards, describeShard(s))
 		last = s.index
 	}
+	setDate(&out.ResultMetadata, now)
 	return out, nil
 }
 

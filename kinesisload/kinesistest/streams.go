@@ -114,7 +114,7 @@ func (f *Fake) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeSt
 		return nil, err
 	}
 	defer f.mu.Unlock()
-	return &kinesis.DescribeStreamSummaryOutput{
+	out := &kinesis.DescribeStreamSummaryOutput{
 		StreamDescriptionSummary: &types.StreamDescriptionSummary{
 			StreamName:              aws.String(st.name),
 			StreamARN:               aws.String(st.arn),
@@ -127,7 +127,9 @@ func (f *Fake) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeSt
 			ConsumerCount:           aws.Int32(0),
 			StreamModeDetails:       &types.StreamModeDetails{StreamMode: types.StreamModeProvisioned},
 		},
-	}, nil
+	}
+	setDate(&out.ResultMetadata, f.now())
+	return out, nil
 }
 
 // requestStream names the stream of a request for fault matching, without
