@@ -85,6 +85,7 @@ func TestCloseTimeoutCancelsDelivery(t *testing.T) {
 func TestPauseResumeDuringConsumption(t *testing.T) {
 	s := newFakeStream(t, 1)
 	s.put(shard0, "history")
+	s.settle()
 	rec := newRecorder()
 	ih := newInitHook()
 	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec}, WithClient(s.f), WithStore(memStore(t, journal.NewMemory())), WithHooks(ih))

@@ -92,6 +92,7 @@ func crashScenario(t *testing.T, failAt int, after, transactional bool) bool {
 	s := newFakeStream(t, 2)
 	s.put(shard0, "history-0")
 	s.put(shard1, "history-1")
+	s.settle()
 	inner := journal.NewMemory()
 
 	var (

@@ -50,6 +50,9 @@ func TestLoaderAgainstKinesisLocal(t *testing.T) {
 		}
 	}
 	put("history", 10)
+	// T0 is Kinesis's Date, whole seconds floored: records of the second
+	// before the start may count as after it.
+	time.Sleep(2 * time.Second)
 
 	dir := t.TempDir()
 	rec := newRecorder()

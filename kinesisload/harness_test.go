@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,16 +138,31 @@ func (r *recorder) waitFor(t *testing.T, want ...string) {
 
 // stream is a fake stream with helpers to put records on chosen shards.
 type stream struct {
-	t    *testing.T
-	f    *kinesistest.Fake
-	name string
+	t     *testing.T
+	f     *kinesistest.Fake
+	name  string
+	clock *offsetClock
 }
+
+// offsetClock is the real time plus an offset that a test moves forward.
+type offsetClock struct{ off atomic.Int64 }
+
+func (c *offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c.off.Load())) }
 
 func newFakeStream(t *testing.T, shards int, opts ...kinesistest.Option) *stream {
 	t.Helper()
-	f := kinesistest.New(append([]kinesistest.Option{kinesistest.WithoutLimits()}, opts...)...)
+	clk := &offsetClock{}
+	f := kinesistest.New(append([]kinesistest.Option{kinesistest.WithoutLimits(), kinesistest.WithClock(clk)}, opts...)...)
 	kinesistest.NewStream(t, f, "orders", shards)
-	return &stream{t: t, f: f, name: "orders"}
+	return &stream{t: t, f: f, name: "orders", clock: clk}
+}
+
+// settle moves the fake's clock 2 s forward, so the records put so far
+// arrived more than a second before a Loader that starts now: T0 comes from
+// Kinesis's Date, whole seconds floored, so records of the second before the
+// start may count as after it (see scan.Resolver.Now).
+func (s *stream) settle() {
+	s.clock.off.Add(int64(2 * time.Second))
 }
 
 // put writes one record whose data is data to shard, and returns its

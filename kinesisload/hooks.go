@@ -78,6 +78,10 @@ type InitResolved struct {
 	// COMPLETED) resumes, as journaled. The hook may keep the map.
 	Positions map[string]scan.Position
 	Duration  time.Duration
+	// T0 is the time on Kinesis's clock the LATEST positions were resolved
+	// at: each is just after the last record that arrived before T0. Zero
+	// when nothing was resolved.
+	T0 time.Time
 }
 
 // HookInitProgress is called during initialisation each time one shard's

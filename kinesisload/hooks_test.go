@@ -62,6 +62,7 @@ func (h *allHooks) OnShardState(e ShardStateChanged) {
 func TestHooksReportEveryEvent(t *testing.T) {
 	s := newFakeStream(t, 2)
 	s.put(shard0, "h0")
+	s.settle()
 	h := &allHooks{behind: map[string]int64{}}
 	rec := newRecorder()
 	ih := newInitHook()

@@ -23,6 +23,7 @@ import (
 func TestNoLoopWhileScanPendingAcrossSplit(t *testing.T) {
 	s := newFakeStream(t, 1)
 	s.put(shard0, "history")
+	s.settle()
 	store := memStore(t, journal.NewMemory())
 	rec := newRecorder()
 	ih := newInitHook()
@@ -112,6 +113,7 @@ func (g *gateStore) Save(ctx context.Context, stream string, u []ShardProgress) 
 func TestNoLoopUntilBatchIsDurable(t *testing.T) {
 	s := newFakeStream(t, 1)
 	s.put(shard0, "history")
+	s.settle()
 	g := &gateStore{PositionStore: memStore(t, journal.NewMemory()), entered: make(chan struct{}), release: make(chan struct{})}
 	rec := newRecorder()
 	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec}, WithClient(s.f), WithStore(g), WithHooks(rec))
@@ -272,6 +274,7 @@ func TestExplicitSelectionAndStaleEntries(t *testing.T) {
 	s := newFakeStream(t, 2)
 	s.put(shard0, "s0-old")
 	s.put(shard1, "s1-old")
+	s.settle()
 	store := memStore(t, journal.NewMemory())
 	rec := newRecorder()
 	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec,

@@ -28,6 +28,7 @@ func TestLatestSurvivesAbortBeforeFirstCommit(t *testing.T) {
 	for _, d := range []string{"R1", "R2", "R3"} {
 		r3 = s.put(shard0, d)
 	}
+	s.settle()
 	j := journal.NewMemory()
 	store := memStore(t, j)
 
@@ -79,6 +80,7 @@ func TestLatestSurvivesAbortBeforeFirstCommit(t *testing.T) {
 func TestEmptyPollingThenRestart(t *testing.T) {
 	s := newFakeStream(t, 1)
 	s.put(shard0, "old")
+	s.settle()
 	store := memStore(t, journal.NewMemory())
 	rec := newRecorder()
 	ih := newInitHook()
@@ -112,6 +114,7 @@ func TestIteratorExpiryBeforeFirstRecord(t *testing.T) {
 	clock := kinesistest.NewManualClock(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
 	s := newFakeStream(t, 1, kinesistest.WithClock(clock))
 	s.put(shard0, "old")
+	clock.Advance(2 * time.Second) // T0 is a Date: see stream.settle
 	renewed := make(chan IteratorRenewed, 4)
 	ih := newInitHook()
 	rec := newRecorder()

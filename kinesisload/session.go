@@ -201,6 +201,7 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	}
 	pending := t.unresolved()
 	unanswered := 0
+	var t0 time.Time
 	if len(pending) > 0 {
 		l.log.Info("resolving LATEST", "shards", len(pending))
 		var done atomic.Int64
@@ -222,16 +223,23 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 			}
 			l.log.Warn("the journal was repaired: starting the shards to resolve before its last surviving write instead",
 				"shards", len(pending), "last_write", mark.LastWrite, "rewind", RepairRewind)
-		} else if results, err = s.resolver.Resolve(ctx, req); err != nil {
-			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		} else {
+			// T0 is journaled before anything is resolved at it.
+			if t0, err = s.startTime(ctx, began); err != nil {
 				return nil, err
 			}
-			shard := ""
-			var se *scan.ShardError
-			if errors.As(err, &se) {
-				shard = se.Shard
+			req.At = t0
+			if results, err = s.resolver.Resolve(ctx, req); err != nil {
+				if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+					return nil, err
+				}
+				shard := ""
+				var se *scan.ShardError
+				if errors.As(err, &se) {
+					shard = se.Shard
+				}
+				return nil, &RunError{Stream: stream, Shard: shard, Op: "Resolve", Kind: ErrKinesis, Err: fmt.Errorf("initialisation: %w", err)}
 			}
-			return nil, &RunError{Stream: stream, Shard: shard, Op: "Resolve", Kind: ErrKinesis, Err: fmt.Errorf("initialisation: %w", err)}
 		}
 		for _, r := range results {
 			unanswered += r.Stats.Unanswered
@@ -267,6 +275,11 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	if handed > 0 {
 		l.log.Info("stored the starts in the sink", "shards", handed)
 	}
+	// Every LATEST is resolved and saved: a later start-up that finds new
+	// shards to resolve (a widened selection) takes its own T0.
+	if err := s.clearStart(ctx); err != nil {
+		return nil, err
+	}
 	// From now on a new shard is born after the start: TRIM_HORIZON.
 	t.initial, t.resolving = false, false
 	starts := map[string]scan.Position{}
@@ -290,7 +303,7 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	l.stats.setInitialised(true)
 	took := time.Since(began)
 	strategy := s.resolver.Config().Strategy
-	l.hooks.onInit(InitResolved{Stream: stream, Resolved: len(pending), Reused: reused, Strategy: strategy, Unanswered: unanswered, Positions: starts, Duration: took})
+	l.hooks.onInit(InitResolved{Stream: stream, Resolved: len(pending), Reused: reused, Strategy: strategy, Unanswered: unanswered, Positions: starts, Duration: took, T0: t0})
 	l.log.Info("initialised", "resolved", len(pending), "strategy", strategy, "unanswered", unanswered, "reused", reused, "reading", len(starts), "took", took)
 	// The topology may have changed while the batch was resolved (a split
 	// or merge of a shard being scanned): list again before reading.

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/tidemark/tidemark/journal"
 )
@@ -91,6 +92,7 @@ type JournalStore struct {
 	mu      sync.Mutex
 	streams map[string]map[string]ShardProgress
 	meta    map[string]*streamMeta
+	starts  map[string]time.Time // pending T0 by stream; see StartStore
 	// applied holds the indexes applied above done: every index <= done
 	// is applied, so a snapshot at done covers exactly what it says.
 	done     uint64
@@ -134,6 +136,11 @@ type storeRecord struct {
 	// StartOver archives generation Gen and starts generation Gen+1 with
 	// Identity.
 	StartOver bool `json:"start_over,omitempty"`
+	// T0 is the start time a SaveStart journaled for the stream (kept if
+	// one is pending already); T0Done clears it. Journals written before
+	// T0 existed have neither, and load as before.
+	T0     *time.Time `json:"t0,omitempty"`
+	T0Done bool       `json:"t0done,omitempty"`
 }
 
 // streamMeta is what a JournalStore keeps of a stream besides its
@@ -149,6 +156,7 @@ type streamMeta struct {
 type storeSnapshot struct {
 	Streams map[string]map[string]ShardProgress `json:"streams"`
 	Meta    map[string]*streamMeta              `json:"meta,omitempty"`
+	Starts  map[string]time.Time                `json:"t0,omitempty"`
 }
 
 // NewJournalStore replays j into memory and returns a store that saves into
@@ -170,7 +178,7 @@ func NewJournalStore(ctx context.Context, j journal.Journal, snapshotEvery uint6
 // state only when it succeeds. Called with no Save in flight: at
 // construction, and by a resync under s.mu.
 func (s *JournalStore) replay(ctx context.Context) error {
-	fresh := &JournalStore{streams: map[string]map[string]ShardProgress{}, meta: map[string]*streamMeta{}}
+	fresh := &JournalStore{streams: map[string]map[string]ShardProgress{}, meta: map[string]*streamMeta{}, starts: map[string]time.Time{}}
 	// Parts of batches whose commit has not been replayed yet; those
 	// never committed are dropped at the end.
 	parts := map[string][]storeRecord{}
@@ -189,6 +197,8 @@ func (s *JournalStore) replay(ctx context.Context) error {
 					fresh.meta[name] = m
 				}
 			}
+			fresh.starts = map[string]time.Time{}
+			maps.Copy(fresh.starts, snap.Starts)
 			fresh.lastSnap = e.Index
 		} else {
 			var rec storeRecord
@@ -205,7 +215,7 @@ func (s *JournalStore) replay(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kinesisload: replaying the journal: %w", err)
 	}
-	s.streams, s.meta, s.done, s.lastSnap, s.applied = fresh.streams, fresh.meta, fresh.done, fresh.lastSnap, map[uint64]bool{}
+	s.streams, s.meta, s.starts, s.done, s.lastSnap, s.applied = fresh.streams, fresh.meta, fresh.starts, fresh.done, fresh.lastSnap, map[uint64]bool{}
 	return nil
 }
 
@@ -225,6 +235,8 @@ func (s *JournalStore) apply(rec storeRecord) {
 		m.Identity = *rec.Identity
 		shards = map[string]ShardProgress{}
 		s.streams[rec.Stream] = shards
+		// The new stream's start-up takes its own T0.
+		delete(s.starts, rec.Stream)
 	case rec.StartOver:
 		// Applied already (the snapshot holds it).
 	case rec.Identity != nil && rec.Gen >= 0 && rec.Gen < gen:
@@ -243,6 +255,12 @@ func (s *JournalStore) apply(rec storeRecord) {
 	}
 	for _, id := range rec.Prune {
 		delete(shards, id)
+	}
+	switch _, pending := s.starts[rec.Stream]; {
+	case rec.T0Done:
+		delete(s.starts, rec.Stream)
+	case rec.T0 != nil && !pending:
+		s.starts[rec.Stream] = rec.T0.UTC()
 	}
 }
 
@@ -340,7 +358,7 @@ func (s *JournalStore) write(ctx context.Context, stream string, rec storeRecord
 	var snap []byte
 	at := s.done
 	if at-s.lastSnap >= s.every && !s.snapping {
-		snap, err = json.Marshal(storeSnapshot{Streams: s.streams, Meta: s.meta})
+		snap, err = json.Marshal(storeSnapshot{Streams: s.streams, Meta: s.meta, Starts: s.starts})
 		s.snapping = err == nil
 	}
 	s.mu.Unlock()

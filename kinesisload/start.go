@@ -1,0 +1,118 @@
+package kinesisload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// StartStore is an optional capability of a [PositionStore]: it keeps T0,
+// the time on Kinesis's clock at which a stream's start-up began, from
+// before its LATEST positions are resolved until they are saved. A start-up
+// that dies in between (a crash, a kill, a failed batch) and runs again
+// resolves at the first T0, so the records that arrived meanwhile are
+// delivered. [JournalStore] implements it. With a PositionStore that does
+// not, each start-up takes a new T0, and records that arrived between a
+// start-up that died before saving its batch and the next one are taken
+// for "before the start".
+//
+// Implementations must be safe for concurrent use.
+type StartStore interface {
+	// LoadStart returns the pending T0 of stream; ok is false when none
+	// is pending.
+	LoadStart(ctx context.Context, stream string) (t0 time.Time, ok bool, err error)
+	// SaveStart durably records t0 as stream's pending T0, unless one is
+	// pending already, and returns the T0 in force (the first one saved).
+	SaveStart(ctx context.Context, stream string, t0 time.Time) (time.Time, error)
+	// ClearStart durably forgets stream's pending T0, once the positions
+	// resolved at it are saved. Clearing when none is pending does
+	// nothing.
+	ClearStart(ctx context.Context, stream string) error
+}
+
+var _ StartStore = (*JournalStore)(nil)
+
+// LoadStart implements [StartStore].
+func (s *JournalStore) LoadStart(ctx context.Context, stream string) (time.Time, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.starts[stream]
+	return t, ok, nil
+}
+
+// SaveStart implements [StartStore]: one journal record.
+func (s *JournalStore) SaveStart(ctx context.Context, stream string, t0 time.Time) (time.Time, error) {
+	if t, ok, err := s.LoadStart(ctx, stream); err != nil || ok {
+		return t, err
+	}
+	t0 = t0.UTC()
+	s.mu.Lock()
+	rec := storeRecord{Stream: stream, T0: &t0, Gen: s.gen(stream)}
+	s.mu.Unlock()
+	if err := s.write(ctx, stream, rec); err != nil {
+		return time.Time{}, err
+	}
+	t, _, err := s.LoadStart(ctx, stream)
+	return t, err
+}
+
+// ClearStart implements [StartStore]: one journal record, if a T0 is
+// pending.
+func (s *JournalStore) ClearStart(ctx context.Context, stream string) error {
+	if _, ok, err := s.LoadStart(ctx, stream); err != nil || !ok {
+		return err
+	}
+	s.mu.Lock()
+	rec := storeRecord{Stream: stream, T0Done: true, Gen: s.gen(stream)}
+	s.mu.Unlock()
+	return s.write(ctx, stream, rec)
+}
+
+// startTime returns the T0 of this start-up: the pending one, if the store
+// kept one, or Kinesis's clock when the session began (began, by this
+// host's monotonic clock), journaled before it is used.
+func (s *session) startTime(ctx context.Context, began time.Time) (time.Time, error) {
+	stream := s.l.cfg.Stream
+	ss, durable := s.store.(StartStore)
+	if durable {
+		t0, ok, err := ss.LoadStart(ctx, stream)
+		if err != nil {
+			return time.Time{}, stopError(stream, "", "LoadStart", ErrJournal, fmt.Errorf("loading the start time: %w", err))
+		}
+		if ok {
+			s.l.log.Info("resolving LATEST at the start time of an earlier start-up", "t0", t0)
+			return t0, nil
+		}
+	}
+	now, err := s.resolver.Now(ctx, s.client, stream)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return time.Time{}, err
+		}
+		return time.Time{}, stopError(stream, "", "ListShards", ErrKinesis, fmt.Errorf("initialisation: reading Kinesis's clock: %w", err))
+	}
+	t0 := now.Add(-time.Since(began)).Truncate(time.Millisecond)
+	if durable {
+		if t0, err = ss.SaveStart(ctx, stream, t0); err != nil {
+			return time.Time{}, stopError(stream, "", "SaveStart", ErrJournal, fmt.Errorf("saving the start time: %w", err))
+		}
+	}
+	s.l.log.Info("start time", "t0", t0, "journaled", durable)
+	return t0, nil
+}
+
+// clearStart forgets a pending T0 once nothing is left to resolve at it.
+func (s *session) clearStart(ctx context.Context) error {
+	ss, ok := s.store.(StartStore)
+	if !ok {
+		return nil
+	}
+	if err := ss.ClearStart(ctx, s.l.cfg.Stream); err != nil {
+		return stopError(s.l.cfg.Stream, "", "ClearStart", ErrJournal, fmt.Errorf("clearing the start time: %w", err))
+	}
+	return nil
+}
