@@ -29,11 +29,12 @@
 // # Lifecycle
 //
 //  1. kinesisload.New validates the configuration.
-//  2. Loader.Run loads the journal, lists the shards, resolves every LATEST
-//     with a scan.Resolver (a bounded worker pool shared by the process,
-//     reading only the recent end of each shard), journals the batch in one
-//     atomic step, and only then starts one consume loop per shard whose parents
-//     are complete.
+//  2. Loader.Run loads the journal, lists the shards, journals T0 (Kinesis's
+//     clock when the start-up began), resolves every LATEST to just after
+//     the last record that arrived before T0 with a scan.Resolver (a bounded
+//     worker pool shared by the process, reading only the recent end of each
+//     shard), journals the batch in one atomic step, and only then starts
+//     one consume loop per shard whose parents are complete.
 //  3. Each loop hands records to your kinesisload.Sink and commits the
 //     position after the Sink accepted them.
 //  4. Loader.Close stops reading, lets in-flight batches finish and commit,

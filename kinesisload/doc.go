@@ -22,9 +22,15 @@
 // Then it initialises: it loads the stored progress (and, for a
 // [TransactionalSink], the Sink's own checkpoints, taking the furthest of the
 // two for every shard), lists the shards, resolves every tracked open shard
-// whose position is LATEST into its tip as one batch, and saves the whole
-// batch in one atomic step (one journal record, or for a batch too large
-// for one record several parts that only their commit record publishes).
+// whose position is LATEST as one batch, and saves the whole batch in one
+// atomic step (one journal record, or for a batch too large for one record
+// several parts that only their commit record publishes). LATEST means the
+// stream at T0, Kinesis's clock when the start-up began
+// ([scan.Resolver.Now]): each shard starts just after the last record that
+// arrived before T0, however long the resolution takes. T0 is saved before
+// anything is resolved (a [StartStore], which [JournalStore] is), so a
+// start-up that dies before its batch is saved resolves at the same T0 when
+// it runs again; it is cleared once the batch is saved.
 // Only then does any consume loop start, for
 // any shard, open or closed: a shard split or merged while its scan was
 // running waits too. If initialisation is paused, closed or cancelled, or a

@@ -439,3 +439,63 @@ func TestRecreatedStreamAgainstKinesisLocal(t *testing.T) {
 		t.Errorf("archives in the journal = %+v, want the first stream's progress under %v", a, oldID)
 	}
 }
+
+// TestLoaderLatestOnKinesalite: kinesalite never answers an AT_TIMESTAMP
+// GetShardIterator when no record arrived at or after the time. A Loader at
+// LATEST with the default configuration initialises a 30,000-record shard
+// there without waiting out the call timeout (it took 130 s when such a
+// probe fell back to a full scan after four timeouts). The time is logged
+// and reported in scan/BENCHMARKS.md; the 60 s bound only guards against a
+// hang.
+func TestLoaderLatestOnKinesalite(t *testing.T) {
+	emu := emulator.Start(t, emulator.Kinesalite)
+	c := emu.Client
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const name = "latest-30k"
+	if _, err := c.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := emulator.WaitStreamActive(ctx, c, name); err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for i := 0; i < 30000; i += 500 {
+		var batch []types.PutRecordsRequestEntry
+		for j := range 500 {
+			batch = append(batch, types.PutRecordsRequestEntry{Data: fmt.Appendf(nil, "history-%d", i+j), PartitionKey: aws.String("k")})
+		}
+		out, err := c.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(name), Records: batch})
+		if err != nil || aws.ToInt32(out.FailedRecordCount) != 0 {
+			t.Fatalf("PutRecords: %v", err)
+		}
+		last = aws.ToString(out.Records[len(out.Records)-1].SequenceNumber)
+	}
+	time.Sleep(2 * time.Second) // T0 is a Date, whole seconds floored
+
+	rec := newRecorder()
+	ih := newInitHook()
+	began := time.Now()
+	r := start(t, context.Background(), Config{Stream: name, Sink: rec, Dir: t.TempDir()}, WithClient(c), WithHooks(ih))
+	var ev InitResolved
+	select {
+	case ev = <-ih.ch:
+	case <-time.After(60 * time.Second):
+		t.Fatal("initialisation of a 30,000-record shard did not finish in 60 s")
+	}
+	took := time.Since(began)
+	t.Logf("kinesalite, 30,000 records, LATEST, default configuration: initialised in %v", took)
+	if got, want := ev.Positions["shardId-000000000000"].String(), scan.AfterSequence(last).String(); got != want {
+		t.Errorf("resolved %s, want %s (after the last record)", got, want)
+	}
+	if _, err := c.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(name), PartitionKey: aws.String("k"), Data: []byte("after")}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "after")
+	if err := r.stop(t); err != ErrClosed {
+		t.Fatalf("Run = %v", err)
+	}
+	if d := rec.delivered(); len(d) != 1 {
+		t.Errorf("delivered %d records, want only the one put after the start", len(d))
+	}
+}
