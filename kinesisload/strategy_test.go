@@ -45,6 +45,7 @@ func TestConfigChoosesResolveStrategy(t *testing.T) {
 			for range 150 { // more than the probe's first read of 100
 				tip = s.put(shard0, "history")
 			}
+			s.settle()
 			c := &iteratorTypes{Client: s.f}
 			ih := newInitHook()
 			r := start(t, context.Background(), Config{Stream: s.name, Sink: newRecorder(), ResolveStrategy: st},

@@ -300,6 +300,16 @@ func (d *demo) step1History(ctx context.Context) error {
 	}
 	d.out.printf("   R1..R3 were written before any reader started. A reader that starts at\n")
 	d.out.printf("   LATEST must not read them: LATEST means \"only what arrives from now on\".\n")
+	// T0, the start time LATEST resolves at, is Kinesis's clock read from
+	// its Date header, whole seconds floored: records of the second before
+	// the start may count as after it. Let R1..R3 be older than that.
+	d.out.printf("   (Waiting 2 s: tidemark reads Kinesis's clock from its Date header, to the\n")
+	d.out.printf("   second, and delivers the second before the start rather than risk a gap.)\n")
+	select {
+	case <-time.After(2 * time.Second):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	return nil
 }
 

@@ -113,6 +113,10 @@ func TestSIGKILLLoop(t *testing.T) {
 	if _, err := putAll(ctx, api, stream, history); err != nil {
 		t.Fatal(err)
 	}
+	// LATEST resolves at T0, Kinesis's Date (whole seconds, floored)
+	// when the first start-up began: records of the second before it may
+	// count as after it. Let the history be older than that.
+	time.Sleep(2 * time.Second)
 
 	proxy, err := faultproxy.New(faultproxy.Config{Upstream: emu.Endpoint, Seed: seed, MaxDelay: 100 * time.Millisecond})
 	if err != nil {
