@@ -140,6 +140,7 @@ func TestRecreatedStreamStartOver(t *testing.T) {
 				s.put(sh, d)
 				early = append(early, d)
 			}
+			s.settle()
 			rec := newRecorder()
 			ih := newInitHook()
 			r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: tc.start, OnStreamRecreated: StreamRecreatedStartOver},
@@ -326,6 +327,7 @@ func TestTransactionalSinkHoldsStartsWithoutJournal(t *testing.T) {
 			last[sh] = s.put(sh, fmt.Sprintf("history-%s-%d", sh[len(sh)-1:], i))
 		}
 	}
+	s.settle()
 	tx := &txSink{recorder: *newRecorder()}
 	dir := t.TempDir()
 	ih := newInitHook()
