@@ -147,6 +147,7 @@ func TestLoaderRetriesFailedStartup(t *testing.T) {
 	shard0, shard1 := "shardId-000000000000", "shardId-000000000001"
 	s.put(shard0, "old-0")
 	s.put(shard1, "old-1")
+	s.settle()
 	for n := 1; n <= 8; n++ {
 		s.f.Inject(kinesistest.Fault{Op: kinesistest.OpListShards, Nth: n, Err: errRefused})
 	}

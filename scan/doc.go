@@ -188,8 +188,10 @@
 // An endpoint that never answers an AT_TIMESTAMP probe when no record
 // arrived at or after its time (kinesalite leaves the request open): each
 // attempt of a probe's GetShardIterator waits at most [Config.ProbeTimeout]
-// (1 s). When it gets no answer, a control GetShardIterator at the anchor,
-// a record known to exist, is made with the same wait. If the control
+// (1 s). When it gets no answer, a control GetShardIterator AT_TIMESTAMP at
+// the anchor's arrival time, where a record is known to exist, is made with
+// the same wait: the same request, so an endpoint that is slow at it (not
+// silent) is slow at the control too. If the control
 // answers, the endpoint is up and silent only about that time, and the probe
 // is taken for "no record at or after it" ([Stats].Unanswered counts these).
 // If the control does not answer either, the endpoint is slow or down: the

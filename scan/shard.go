@@ -182,7 +182,7 @@ func (s *shardScan) search(ctx context.Context, anchor record) (record, error) {
 	// or before which it is known that some record exists at or after lo
 	// (the anchor). If haveHi, a probe at hi found no record at or after
 	// hi (before T0) when it ran.
-	s.control = AtSequence(anchor.seq)
+	s.control = controlAt(anchor)
 	lo := ms(anchor.ts)
 	var hi time.Time
 	haveHi := false
@@ -200,7 +200,7 @@ func (s *shardScan) search(ctx context.Context, anchor record) (record, error) {
 		}
 		if found {
 			anchor, lo = r, later(t, r)
-			s.control = AtSequence(anchor.seq)
+			s.control = controlAt(anchor)
 			break
 		}
 		hi, haveHi = t, true
@@ -229,7 +229,7 @@ func (s *shardScan) search(ctx context.Context, anchor record) (record, error) {
 			break
 		}
 		anchor, lo = r, later(t, r)
-		s.control = AtSequence(anchor.seq)
+		s.control = controlAt(anchor)
 	}
 
 	// Bisect on time until the window is narrow enough to read.
@@ -244,7 +244,7 @@ func (s *shardScan) search(ctx context.Context, anchor record) (record, error) {
 			continue
 		}
 		anchor, lo = r, later(mid, r)
-		s.control = AtSequence(anchor.seq)
+		s.control = controlAt(anchor)
 		if !lo.Before(hi) {
 			// The record arrived after the probe at hi found nothing:
 			// without T0 the tip is moving; with T0 that probe was

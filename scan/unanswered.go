@@ -20,8 +20,9 @@ var errUnanswered = errors.New("AT_TIMESTAMP GetShardIterator unanswered while t
 // probeIterator gets the AT_TIMESTAMP iterator of a probe. An endpoint may
 // leave such a request open when no record arrived at or after the time
 // (kinesalite does), which no retry fixes. So each attempt waits at most
-// ProbeTimeout; if that passes, a control GetShardIterator at a record known
-// to exist (s.control, the anchor) is made with the same wait. If the
+// ProbeTimeout; if that passes, a control GetShardIterator AT_TIMESTAMP at
+// the anchor's arrival time, where a record is known to exist (s.control),
+// is made with the same wait. If the
 // control answers, the endpoint is up and silent only about this time: the
 // probe fails with errUnanswered. If the control does not answer either,
 // the endpoint is slow or down: that is transient, and the attempt fails
@@ -53,6 +54,18 @@ func (s *shardScan) probeIterator(ctx context.Context, in *kinesis.GetShardItera
 		return err
 	})
 	return out, err
+}
+
+// controlAt is the control position of a search whose anchor is r: an
+// AT_TIMESTAMP at r's arrival time, the same request as a probe at a time
+// where a record is known to be, so an endpoint slow at AT_TIMESTAMP (not
+// silent) is slow at the control too; AT_SEQUENCE_NUMBER r if r has no
+// arrival time.
+func controlAt(r record) Position {
+	if r.haveTS {
+		return AtTimestamp(ms(r.ts))
+	}
+	return AtSequence(r.seq)
 }
 
 // answers reports whether a GetShardIterator at s.control answers within
