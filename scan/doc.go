@@ -203,6 +203,6 @@
 // taken wrongly (one slow answer on an endpoint that does answer) costs at
 // most a page: with T0, the final read that meets a record before T0 at or
 // after a time a probe found empty stops there and searches again from it.
-// A 30,000-record shard on kinesalite initialises in about 3.5 s this way
+// A 30,000-record shard on kinesalite initialises in 2-4 s this way
 // (BENCHMARKS.md).
 package scan
