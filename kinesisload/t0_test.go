@@ -84,7 +84,22 @@ func TestLatestIsT0DuringSlowStartup(t *testing.T) {
 	}()
 	defer func() { close(stopClock); clockDone.Wait() }()
 
-	resolver, err := scan.NewResolver(scan.Config{Now: clk.Now, QueueSize: 2 * shards, Jitter: -1,
+	// The resolver waits on the modelled clock too (its pacing of 5 calls
+	// per second per shard and its backoff), as it would on Kinesis's.
+	modelledSleep := func(ctx context.Context, d time.Duration) error {
+		until := clk.Now().Add(d)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for clk.Now().Before(until) {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+		}
+		return nil
+	}
+	resolver, err := scan.NewResolver(scan.Config{Now: clk.Now, Sleep: modelledSleep, QueueSize: 2 * shards, Jitter: -1,
 		Backoff: []time.Duration{10 * time.Millisecond}, Retries: 1000})
 	if err != nil {
 		t.Fatal(err)
