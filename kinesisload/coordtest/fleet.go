@@ -476,6 +476,16 @@ func (m *member) signal() {
 	}
 }
 
+// observe records host id's heartbeat as read at now on m's clock: the
+// time is kept while the counter stays the same. A host seen for the first
+// time counts from now. m.mu must be held.
+func (m *member) observe(id string, hb heart, now time.Time) {
+	s, ok := m.seen[id]
+	if !ok || s.counter != hb.Counter || s.left != hb.Left {
+		m.seen[id] = seen{counter: hb.Counter, left: hb.Left, at: now}
+	}
+}
+
 // alive reports whether host id counts as alive in m's view: its
 // heartbeat moved within LeaseDuration of m's clock, and it has not left.
 // m.mu must be held.
@@ -558,10 +568,7 @@ func (m *member) round() {
 		if id == h.id {
 			continue
 		}
-		s, ok := m.seen[id]
-		if !ok || s.counter != hb.Counter || s.left != hb.Left {
-			m.seen[id] = seen{counter: hb.Counter, left: hb.Left, at: now}
-		}
+		m.observe(id, hb, now)
 	}
 	if lineage != m.lineage {
 		m.lineage = lineage
@@ -827,14 +834,29 @@ func (m *member) Initialise(ctx context.Context, init kinesisload.InitFunc) erro
 	h := m.h
 	for {
 		var ii initItem
-		if err := h.access(m.stream, false, func(tb *table) error { ii = tb.init; return nil }); err != nil {
+		var holder *heart
+		if err := h.access(m.stream, false, func(tb *table) error {
+			ii = tb.init
+			if hb := tb.hearts[ii.LockOwner]; hb != nil {
+				c := *hb
+				holder = &c
+			}
+			return nil
+		}); err != nil {
 			return err
 		}
 		if ii.Committed != "" {
 			return init(ctx, sharedStore{m: m})
 		}
 		m.mu.Lock()
-		busy := ii.LockOwner != "" && ii.LockOwner != h.id && m.alive(ii.LockOwner, h.clock())
+		now := h.clock()
+		if holder != nil && ii.LockOwner != h.id {
+			// A holder we never observed (we joined after it, and had no
+			// round yet) is alive from now: its lease duration starts at
+			// our first sighting, never before.
+			m.observe(ii.LockOwner, *holder, now)
+		}
+		busy := ii.LockOwner != "" && ii.LockOwner != h.id && m.alive(ii.LockOwner, now)
 		m.mu.Unlock()
 		if busy {
 			// Wait for a round: the holder commits or is seen dead.

@@ -94,6 +94,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"InitialiseOnceAndCommit", 1, false, testInitialiseOnce},
 		{"CommitMonotone", 1, false, testCommitMonotone},
 		{"TwoHostsInitialiseAtOnce", 2, false, testTwoInitialise},
+		{"InitialiseWaitsForALiveHolder", 2, false, testInitWaits},
 		{"HostDiesMidInitialisation", 2, true, testDiesMidInit},
 		{"ZombieCommitRefused", 2, true, testZombie},
 		{"LostAnswerNoDoubleEffect", 1, true, testLostAnswer},
@@ -387,6 +388,52 @@ func testTwoInitialise(t *testing.T, h Harness) {
 	pa, pb := positions(load(t, a)), positions(load(t, b))
 	if !maps.Equal(pa, pb) || len(pa) != 4 {
 		t.Fatalf("the hosts see different positions: a %v, b %v", pa, pb)
+	}
+}
+
+// A host that calls Initialise while another host, alive, holds the
+// initialisation lock waits for its commit, even before it has observed
+// that host's heartbeat move: a host never seen is not a dead host, it is
+// one whose lease duration starts at its first sighting.
+func testInitWaits(t *testing.T, h Harness) {
+	a, b := join(t, h, "a"), join(t, h, "b")
+	var resolved atomic.Int32
+	entered, release := make(chan struct{}), make(chan struct{})
+	da := make(chan error, 1)
+	go func() {
+		da <- a.m.Initialise(context.Background(), func(ctx context.Context, st kinesisload.PositionStore) error {
+			close(entered)
+			<-release
+			return seed(active(2, "111"), &resolved)(ctx, st)
+		})
+	}()
+	<-entered // a holds the lock; no time has passed, b has seen nothing of a
+	db := make(chan error, 1)
+	go func() { db <- b.m.Initialise(context.Background(), seed(active(2, "222"), &resolved)) }()
+	_, renew := h.Timing()
+	for range 2 { // less than a lease duration: a is alive throughout
+		select {
+		case err := <-db:
+			t.Fatalf("b's Initialise returned (%v) while a, alive, held the lock", err)
+		default:
+		}
+		h.Advance(renew)
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if err := await(t, h, da); err != nil {
+		t.Fatalf("a: Initialise: %v", err)
+	}
+	if err := await(t, h, db); err != nil {
+		t.Fatalf("b: Initialise: %v", err)
+	}
+	if n := resolved.Load(); n != 1 {
+		t.Fatalf("%d hosts resolved the batch, want exactly one", n)
+	}
+	for id, pos := range positions(load(t, b)) {
+		if pos != scan.AfterSequence("111").String() {
+			t.Errorf("shard %s at %s, want a's batch (111)", id, pos)
+		}
 	}
 }
 
