@@ -130,6 +130,17 @@ type Lease interface {
 	// known" (the Loader's own view then stands).
 	Progress() ShardProgress
 
+	// Acquired says why the lease was granted: what the shard's lease
+	// was before (never owned, released, expired, handed over). It is
+	// reported to [HookLeaseAcquired] and [Loader.Stats]; it changes no
+	// decision of the Loader.
+	Acquired() AcquireReason
+
+	// Err returns nil until Lost is closed, then why: a
+	// [*LeaseLostError] whose Why is set (for a released lease,
+	// [LostReleased]). It is reported to [HookLeaseLost].
+	Err() error
+
 	// Lost returns a channel that is closed when the lease is lost: its
 	// epoch may already be another host's, or will be soon. The Loader
 	// then stops reading the shard at once, cancels the delivery in
@@ -181,8 +192,11 @@ type LeaseLostError struct {
 	Stream, Shard string
 	// Epoch is the epoch the lease had.
 	Epoch uint64
-	// Reason says why: "fenced: no heartbeat for 8s", "owner is host-b
-	// at epoch 7", ...
+	// Why classifies Reason, for hooks and metrics; [LostUnknown] when
+	// the coordinator does not say.
+	Why LostReason
+	// Reason says why, in the coordinator's words: "fenced: no heartbeat
+	// for 8s", "owner is host-b at epoch 7", ...
 	Reason string
 }
 
@@ -199,8 +213,8 @@ func (e *LeaseLostError) Unwrap() error { return ErrLeaseLost }
 
 // NewStoreCoordinator returns the default [Coordinator]: the single process
 // over s. Initialise calls init with s at once, Acquire grants every ready
-// shard that is not held, Commit is s.Save, leases are never lost or
-// handed off, and Leave does nothing. It is what a Loader uses when
+// shard that is not held (reason [AcquireInitial], epoch 0), Commit is
+// s.Save, leases are never lost or handed off, and Leave does nothing. It is what a Loader uses when
 // [WithCoordinator] is not given, over the store of Config.Dir or
 // [WithStore].
 func NewStoreCoordinator(s PositionStore) Coordinator {
@@ -259,6 +273,8 @@ func (l *storeLease) Epoch() uint64            { return 0 }
 func (l *storeLease) Progress() ShardProgress  { return ShardProgress{ShardID: l.shard} }
 func (l *storeLease) Lost() <-chan struct{}    { return nil }
 func (l *storeLease) Handoff() <-chan struct{} { return nil }
+func (l *storeLease) Acquired() AcquireReason  { return AcquireInitial }
+func (l *storeLease) Err() error               { return nil }
 
 func (l *storeLease) Commit(ctx context.Context, u ShardProgress) error {
 	if u.ShardID != l.shard {

@@ -66,6 +66,8 @@ type fleetRig struct {
 	done  map[string]chan error
 	loads map[string]*kinesisload.Loader
 	n     int
+	// hooks, when set for a host, are given to its Loader.
+	hooks map[string]kinesisload.Hook
 }
 
 func newFleetRig(t *testing.T, shards int) *fleetRig {
@@ -101,9 +103,12 @@ func newFleetRig(t *testing.T, shards int) *fleetRig {
 
 func (r *fleetRig) start(host string) {
 	r.t.Helper()
+	opts := []kinesisload.Option{kinesisload.WithClient(r.fake), kinesisload.WithCoordinator(r.fleet.Host(host)), kinesisload.WithLogger(slog.New(slog.DiscardHandler))}
+	if h := r.hooks[host]; h != nil {
+		opts = append(opts, kinesisload.WithHooks(h))
+	}
 	l, err := kinesisload.New(kinesisload.Config{Stream: "orders", Sink: r.sink.forHost(host), StartPosition: scan.TrimHorizon(),
-		IdleWait: 200 * time.Millisecond, ListShardsInterval: 300 * time.Millisecond},
-		kinesisload.WithClient(r.fake), kinesisload.WithCoordinator(r.fleet.Host(host)), kinesisload.WithLogger(slog.New(slog.DiscardHandler)))
+		IdleWait: 200 * time.Millisecond, ListShardsInterval: 300 * time.Millisecond}, opts...)
 	if err != nil {
 		r.t.Fatal(err)
 	}

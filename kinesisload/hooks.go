@@ -242,6 +242,80 @@ type HashKeyOutOfRange struct {
 	StartingHashKey, EndingHashKey string
 }
 
+// HookLeaseAcquired is called when this host was granted a shard's lease
+// and starts reading the shard. With the default coordinator (one
+// process) every shard read gets one, of reason [AcquireInitial] and epoch
+// 0, at the start of every session.
+type HookLeaseAcquired interface {
+	OnLeaseAcquired(LeaseAcquired)
+}
+
+// LeaseAcquired describes a lease this host starts reading under.
+type LeaseAcquired struct {
+	Stream, ShardID string
+	// Epoch is the lease's fencing epoch.
+	Epoch uint64
+	// Reason says what the shard's lease was before.
+	Reason AcquireReason
+	// Position is where reading resumes.
+	Position scan.Position
+}
+
+// HookLeaseLost is called when a shard stopped on this host because its
+// lease was lost (see [LostReason]): the delivery in flight was cancelled
+// and nothing more of the shard is committed here; the host that holds the
+// lease now resumes from the last commit, so the uncommitted batch may be
+// delivered twice. Only a fleet coordinator loses leases.
+type HookLeaseLost interface {
+	OnLeaseLost(LeaseLost)
+}
+
+// LeaseLost describes a lost lease.
+type LeaseLost struct {
+	Stream, ShardID string
+	// Epoch is the epoch the lease had.
+	Epoch  uint64
+	Reason LostReason
+	// Err is the coordinator's [*LeaseLostError], in its words; nil if
+	// it gave none.
+	Err error
+	// Held is how long this host held the lease.
+	Held time.Duration
+}
+
+// MarshalJSON encodes e with Err as its message, like
+// [Throttled.MarshalJSON].
+func (e LeaseLost) MarshalJSON() ([]byte, error) {
+	type plain LeaseLost
+	return json.Marshal(struct {
+		plain
+		Err string `json:",omitempty"`
+	}{plain(e), errText(e.Err)})
+}
+
+// HookLeaseHandedOff is called when this host gave a shard's lease up on
+// a planned move (see [HandoffReason]): it stopped reading the shard, the
+// batch in flight finished and was committed, and the lease was released,
+// so the next owner delivers nothing twice (except after [HandoffStop] by
+// a hard stop, whose batch in flight was cancelled). A shard that reached
+// its end is released too, without this hook: [HookShardState] reports its
+// COMPLETED state.
+type HookLeaseHandedOff interface {
+	OnLeaseHandedOff(LeaseHandedOff)
+}
+
+// LeaseHandedOff describes a lease given up.
+type LeaseHandedOff struct {
+	Stream, ShardID string
+	Epoch           uint64
+	Reason          HandoffReason
+	// Position is the shard's committed position at the release: where
+	// the next owner resumes.
+	Position scan.Position
+	// Held is how long this host held the lease.
+	Held time.Duration
+}
+
 // hooks fans events out to the hooks that implement each interface.
 type hooks struct {
 	delivered []HookBatchDelivered
@@ -254,6 +328,9 @@ type hooks struct {
 	fetched   []HookFetched
 	decode    []HookDecodeFailed
 	outside   []HookHashKeyOutOfRange
+	acquired  []HookLeaseAcquired
+	lost      []HookLeaseLost
+	handedOff []HookLeaseHandedOff
 
 	// log and panics record hooks that panicked: a hook observes, so its
 	// panic is logged with the stack, counted, and does not stop the
@@ -297,6 +374,9 @@ func newHooks(hs []Hook) (hooks, error) {
 		n += addHook(&h.fetched, x)
 		n += addHook(&h.decode, x)
 		n += addHook(&h.outside, x)
+		n += addHook(&h.acquired, x)
+		n += addHook(&h.lost, x)
+		n += addHook(&h.handedOff, x)
 		if n == 0 {
 			return hooks{}, fmt.Errorf("%w: WithHooks argument %d (%T) implements no Hook interface", ErrInvalidConfig, i, x)
 		}
@@ -371,5 +451,23 @@ func (h *hooks) onDecodeFailed(e DecodeFailed) {
 func (h *hooks) onOutOfRange(e HashKeyOutOfRange) {
 	for _, x := range h.outside {
 		h.call("OnHashKeyOutOfRange", func() { x.OnHashKeyOutOfRange(e) })
+	}
+}
+
+func (h *hooks) onLeaseAcquired(e LeaseAcquired) {
+	for _, x := range h.acquired {
+		h.call("OnLeaseAcquired", func() { x.OnLeaseAcquired(e) })
+	}
+}
+
+func (h *hooks) onLeaseLost(e LeaseLost) {
+	for _, x := range h.lost {
+		h.call("OnLeaseLost", func() { x.OnLeaseLost(e) })
+	}
+}
+
+func (h *hooks) onLeaseHandedOff(e LeaseHandedOff) {
+	for _, x := range h.handedOff {
+		h.call("OnLeaseHandedOff", func() { x.OnLeaseHandedOff(e) })
 	}
 }

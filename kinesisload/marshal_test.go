@@ -40,6 +40,10 @@ func TestHookValuesMarshal(t *testing.T) {
 		Retry{Stream: "orders", ShardID: shard0, Op: "GetRecords", Attempt: 1, Backoff: time.Second, Err: sdkErr},
 		Retry{Stream: "orders", Op: "ListShards", Attempt: 1},
 		IteratorRenewed{Stream: "orders", ShardID: shard0, From: "AFTER_SEQUENCE_NUMBER:42"},
+		LeaseAcquired{Stream: "orders", ShardID: shard0, Epoch: 3, Reason: AcquireExpired, Position: scan.AfterSequence("42")},
+		LeaseLost{Stream: "orders", ShardID: shard0, Epoch: 3, Reason: LostCommitRefused, Held: time.Second,
+			Err: &LeaseLostError{Stream: "orders", Shard: shard0, Epoch: 3, Why: LostCommitRefused, Reason: "owner is b at epoch 4"}},
+		LeaseHandedOff{Stream: "orders", ShardID: shard0, Epoch: 3, Reason: HandoffRebalance, Position: scan.AfterSequence("42"), Held: time.Second},
 	}
 	for _, e := range events {
 		var buf bytes.Buffer
@@ -62,6 +66,11 @@ func TestHookValuesMarshal(t *testing.T) {
 	slog.New(slog.NewJSONHandler(&buf, nil)).Info("hook", "event", events[7])
 	if !strings.Contains(buf.String(), "internal failure") {
 		t.Errorf("Retry.Err is not its message: %s", &buf)
+	}
+	buf.Reset()
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("hook", "event", events[len(events)-2])
+	if !strings.Contains(buf.String(), `"Reason":"commit_refused"`) || !strings.Contains(buf.String(), "owner is b at epoch 4") {
+		t.Errorf("LeaseLost's reason is not its name, or Err not its message: %s", &buf)
 	}
 	if got := ShardState(0).String(); got != "NONE" {
 		t.Errorf("ShardState(0).String() = %q, want NONE", got)

@@ -420,13 +420,19 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 			}
 			running[id] = true
 			c := &consumer{s: s, lease: ls, shard: id, from: t.nodes[id].Position, draining: t.nodes[id].State == StateDraining, hint: hint, keys: t.nodes[id].keys}
+			since := s.leaseAcquired(ls)
 			go func() {
 				lg, lh, unwatch := leaseContexts(gctx, hctx, ls)
 				completed, err := c.run(lg, lh)
 				unwatch()
 				lost := isLost(ls, err)
-				if !lost {
-					s.release(hctx, ls)
+				switch {
+				case lost:
+					s.leaseLost(ls, err, since)
+				case s.release(hctx, ls):
+					s.leaseReleased(gctx, ls, completed, since)
+				default:
+					s.l.stats.leaseEnded(id, endUncounted) // left to expire; not a handoff
 				}
 				select {
 				case done <- shardDone{id: id, completed: completed, lost: lost, err: err}:
@@ -446,8 +452,7 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 		case d := <-done:
 			delete(running, d.id)
 			switch {
-			case d.lost:
-				s.l.log.Warn("lease lost: stopped reading the shard", "shard", d.id, "err", d.err)
+			case d.lost: // reported by leaseLost
 			case d.err != nil && !(errors.Is(d.err, context.Canceled) && gctx.Err() != nil):
 				stop(s.explain(hctx, d.err))
 			case d.completed && !stopping():
@@ -551,11 +556,14 @@ func (s *session) sync(ctx context.Context, t *topology) error {
 
 // release gives a lease back after its shard's loop returned, with a
 // context of its own: a handoff must complete even while the session
-// stops. A failure leaves the lease to expire.
-func (s *session) release(hctx context.Context, ls Lease) {
+// stops. A failure leaves the lease to expire; it reports whether the
+// release succeeded.
+func (s *session) release(hctx context.Context, ls Lease) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(hctx), s.l.cfg.CallTimeout)
 	defer cancel()
 	if err := ls.Release(ctx); err != nil {
 		s.l.log.Warn("releasing a lease", "shard", ls.Shard(), "epoch", ls.Epoch(), "err", err)
+		return false
 	}
+	return true
 }

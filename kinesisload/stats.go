@@ -33,6 +33,26 @@ type Stats struct {
 	LastErrorAt time.Time
 	// Shards are the shards the Loader tracks, by ShardID.
 	Shards []ShardStats
+	// Leases are the leases this host holds now, by ShardID: the shards
+	// it reads. With the default coordinator (one process) every shard
+	// being read has one, at epoch 0.
+	Leases []LeaseStats
+	// LeasesAcquired, LeasesLost and LeasesHandedOff count, since the
+	// Loader was created, the leases this host started reading under,
+	// lost, and handed off on a planned move: the events of
+	// [HookLeaseAcquired], [HookLeaseLost] and [HookLeaseHandedOff].
+	LeasesAcquired, LeasesLost, LeasesHandedOff int
+}
+
+// LeaseStats is one lease this host holds, in [Stats].
+type LeaseStats struct {
+	ShardID string
+	// Epoch is the lease's fencing epoch.
+	Epoch uint64
+	// Reason says why it was granted.
+	Reason AcquireReason
+	// Since is when this host started reading under it.
+	Since time.Time
 }
 
 // ShardStats is the state of one shard in [Stats].
@@ -77,7 +97,19 @@ type statsTracker struct {
 	lastErr     string
 	lastErrAt   time.Time
 	shards      map[string]*ShardStats
+	leases      map[string]LeaseStats
+	// acquired, lost and handedOff count lease events.
+	acquired, lost, handedOff int
 }
+
+// leaseEnd is how a lease ended, for the counts of [Stats].
+type leaseEnd uint8
+
+const (
+	endUncounted leaseEnd = iota // its shard ended, or left to expire: not counted
+	endLost
+	endHandedOff
+)
 
 func (t *statsTracker) shard(id string) *ShardStats {
 	if t.shards == nil {
@@ -100,7 +132,42 @@ func (t *statsTracker) setInitialised(v bool) {
 		for _, s := range t.shards {
 			s.Reading = false
 		}
+		clear(t.leases) // the session left the fleet
 	}
+}
+
+// leaseAcquired records a lease this host reads under from at.
+func (t *statsTracker) leaseAcquired(shard string, epoch uint64, why AcquireReason, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.leases == nil {
+		t.leases = map[string]LeaseStats{}
+	}
+	t.leases[shard] = LeaseStats{ShardID: shard, Epoch: epoch, Reason: why, Since: at}
+	t.acquired++
+}
+
+// leaseEnded records that the lease of shard ended how.
+func (t *statsTracker) leaseEnded(shard string, how leaseEnd) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.leases, shard)
+	switch how {
+	case endLost:
+		t.lost++
+	case endHandedOff:
+		t.handedOff++
+	}
+}
+
+// position returns shard's committed position as last saved.
+func (t *statsTracker) position(shard string) scan.Position {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.shards[shard]; s != nil {
+		return s.Position
+	}
+	return scan.Position{}
 }
 
 // saved merges durable updates of shard progress.
@@ -158,5 +225,10 @@ func (t *statsTracker) snapshot() Stats {
 		s.Shards = append(s.Shards, *sh)
 	}
 	slices.SortFunc(s.Shards, func(a, b ShardStats) int { return strings.Compare(a.ShardID, b.ShardID) })
+	for _, ls := range t.leases {
+		s.Leases = append(s.Leases, ls)
+	}
+	slices.SortFunc(s.Leases, func(a, b LeaseStats) int { return strings.Compare(a.ShardID, b.ShardID) })
+	s.LeasesAcquired, s.LeasesLost, s.LeasesHandedOff = t.acquired, t.lost, t.handedOff
 	return s
 }

@@ -133,11 +133,13 @@ func TestLateDeliverAfterRunReturnedIsNotCommitted(t *testing.T) {
 	}
 }
 
-// panicHook panics in two hooks.
+// panicHook panics in four hooks.
 type panicHook struct{}
 
 func (panicHook) OnBatchDelivered(BatchDelivered) { panic("delivered hook broke") }
 func (panicHook) OnShardState(ShardStateChanged)  { panic(errBoom) }
+func (panicHook) OnLeaseAcquired(LeaseAcquired)   { panic(errBoom) }
+func (panicHook) OnLeaseHandedOff(LeaseHandedOff) { panic(errBoom) }
 
 // syncBuffer is a bytes.Buffer safe for the Loader's goroutines.
 type syncBuffer struct {
@@ -174,7 +176,7 @@ func TestHookPanicIsRecoveredAndLogged(t *testing.T) {
 		t.Fatalf("Run = %v, want ErrClosed", err)
 	}
 	out := logs.String()
-	for _, want := range []string{"a hook panicked", "hook=OnBatchDelivered", "delivered hook broke", "hook=OnShardState", "panicHook.OnBatchDelivered", "panicHook.OnShardState"} {
+	for _, want := range []string{"a hook panicked", "hook=OnBatchDelivered", "delivered hook broke", "hook=OnShardState", "panicHook.OnBatchDelivered", "panicHook.OnShardState", "hook=OnLeaseAcquired", "hook=OnLeaseHandedOff"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the log lacks %q:\n%s", want, out)
 		}

@@ -536,7 +536,7 @@ func (m *member) round() {
 		if !m.fenced {
 			m.fenced = true
 			for _, l := range m.held {
-				m.lose(l, fmt.Sprintf("fenced: no heartbeat landed for %v", now.Sub(m.lastOK)))
+				m.lose(l, kinesisload.LostSelfFenced, fmt.Sprintf("fenced: no heartbeat landed for %v", now.Sub(m.lastOK)))
 			}
 		}
 		return
@@ -580,7 +580,7 @@ func (m *member) round() {
 		it, ok := snap[id]
 		switch {
 		case !ok || it.Owner != h.id || it.Epoch != l.epoch:
-			m.lose(l, fmt.Sprintf("owner is %q at epoch %d", it.Owner, it.Epoch))
+			m.lose(l, kinesisload.LostExpired, fmt.Sprintf("owner is %q at epoch %d", it.Owner, it.Epoch))
 		case it.HandoffTo != "" && it.HandoffTo != h.id:
 			l.askHandoff()
 		}
@@ -756,10 +756,27 @@ func (m *member) take(id string, was item) bool {
 		return false
 	}
 	granted.ShardID = id
-	l := &lease{m: m, shard: id, epoch: epoch, progress: granted, lost: make(chan struct{}), handoff: make(chan struct{})}
+	l := &lease{m: m, shard: id, epoch: epoch, progress: granted, acquired: m.acquireReason(was),
+		lost: make(chan struct{}), handoff: make(chan struct{})}
 	m.held[id] = l
 	m.granted = append(m.granted, l)
 	return true
+}
+
+// acquireReason says why a shard that was as in was is taken by m.
+func (m *member) acquireReason(was item) kinesisload.AcquireReason {
+	switch {
+	case was.Owner == m.h.id:
+		return kinesisload.AcquireReclaimed
+	case was.Owner != "":
+		return kinesisload.AcquireExpired
+	case was.HandoffTo == m.h.id:
+		return kinesisload.AcquireHandoff // its owner released it to us
+	case was.Epoch == 0:
+		return kinesisload.AcquireInitial
+	default:
+		return kinesisload.AcquireUnowned
+	}
 }
 
 // request asks the owner of id to hand it over. m.mu must be held.
@@ -786,8 +803,8 @@ func (m *member) withdraw(id string) {
 }
 
 // lose marks l lost. m.mu must be held.
-func (m *member) lose(l *lease, reason string) {
-	l.markLost(reason)
+func (m *member) lose(l *lease, why kinesisload.LostReason, reason string) {
+	l.markLost(why, reason)
 	if m.held[l.shard] == l {
 		delete(m.held, l.shard)
 	}
@@ -914,7 +931,7 @@ func (m *member) commitInit(ctx context.Context, token string) error {
 	fenced := m.fenced || h.clock().Sub(m.lastOK) >= h.f.cfg.LeaseDuration-h.f.cfg.FenceMargin
 	m.mu.Unlock()
 	if fenced {
-		return &kinesisload.LeaseLostError{Stream: m.stream, Reason: "fenced before the commit: no heartbeat landed for too long"}
+		return &kinesisload.LeaseLostError{Stream: m.stream, Why: kinesisload.LostSelfFenced, Reason: "fenced before the commit: no heartbeat landed for too long"}
 	}
 	for {
 		err := h.access(m.stream, true, func(tb *table) error {
@@ -940,7 +957,7 @@ func (m *member) commitInit(ctx context.Context, token string) error {
 		case err == nil:
 			return nil
 		case errors.Is(err, errCondition):
-			return &kinesisload.LeaseLostError{Stream: m.stream, Reason: "another host holds the initialisation lock or committed"}
+			return &kinesisload.LeaseLostError{Stream: m.stream, Why: kinesisload.LostCommitRefused, Reason: "another host holds the initialisation lock or committed"}
 		case errors.Is(err, ErrRefused):
 			if err := ctx.Err(); err != nil {
 				return err
@@ -964,7 +981,7 @@ func (m *member) Leave(ctx context.Context) error {
 	m.mu.Lock()
 	m.left = true
 	for _, l := range m.held {
-		m.lose(l, "left")
+		m.lose(l, kinesisload.LostReleased, "left")
 	}
 	m.mu.Unlock()
 	err := m.h.access(m.stream, true, func(tb *table) error {
@@ -998,7 +1015,10 @@ type lease struct {
 	lost     chan struct{}
 	handOnce sync.Once
 	handoff  chan struct{}
+	acquired kinesisload.AcquireReason
+
 	mu       sync.Mutex
+	why      kinesisload.LostReason
 	reason   string
 	released bool
 }
@@ -1010,11 +1030,20 @@ func (l *lease) Epoch() uint64                       { return l.epoch }
 func (l *lease) Progress() kinesisload.ShardProgress { return l.progress }
 func (l *lease) Lost() <-chan struct{}               { return l.lost }
 func (l *lease) Handoff() <-chan struct{}            { return l.handoff }
+func (l *lease) Acquired() kinesisload.AcquireReason { return l.acquired }
 
-func (l *lease) markLost(reason string) {
+// Err implements [kinesisload.Lease].
+func (l *lease) Err() error {
+	if !l.isLost() {
+		return nil
+	}
+	return l.lostError()
+}
+
+func (l *lease) markLost(why kinesisload.LostReason, reason string) {
 	l.once.Do(func() {
 		l.mu.Lock()
-		l.reason = reason
+		l.why, l.reason = why, reason
 		l.mu.Unlock()
 		close(l.lost)
 	})
@@ -1025,7 +1054,7 @@ func (l *lease) askHandoff() { l.handOnce.Do(func() { close(l.handoff) }) }
 func (l *lease) lostError() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return &kinesisload.LeaseLostError{Stream: l.m.stream, Shard: l.shard, Epoch: l.epoch, Reason: l.reason}
+	return &kinesisload.LeaseLostError{Stream: l.m.stream, Shard: l.shard, Epoch: l.epoch, Why: l.why, Reason: l.reason}
 }
 
 func (l *lease) isLost() bool {
@@ -1045,7 +1074,7 @@ func (l *lease) Commit(ctx context.Context, u kinesisload.ShardProgress) error {
 	m, h := l.m, l.m.h
 	m.mu.Lock()
 	if !l.isLost() && h.clock().Sub(m.lastOK) >= h.f.cfg.LeaseDuration-h.f.cfg.FenceMargin {
-		m.lose(l, "fenced: no heartbeat landed for too long")
+		m.lose(l, kinesisload.LostSelfFenced, "fenced: no heartbeat landed for too long")
 	}
 	m.mu.Unlock()
 	if l.isLost() {
@@ -1094,7 +1123,7 @@ func (l *lease) Commit(ctx context.Context, u kinesisload.ShardProgress) error {
 			return nil
 		case errors.Is(err, errCondition):
 			m.mu.Lock()
-			m.lose(l, fmt.Sprintf("commit refused: owner is %q at epoch %d", owner, epoch))
+			m.lose(l, kinesisload.LostCommitRefused, fmt.Sprintf("commit refused: owner is %q at epoch %d", owner, epoch))
 			m.mu.Unlock()
 			return l.lostError()
 		case errors.Is(err, ErrRefused):
@@ -1102,7 +1131,7 @@ func (l *lease) Commit(ctx context.Context, u kinesisload.ShardProgress) error {
 			// lease would expire elsewhere: then it is lost.
 			m.mu.Lock()
 			if h.clock().Sub(m.lastOK) >= h.f.cfg.LeaseDuration-h.f.cfg.FenceMargin {
-				m.lose(l, "fenced: no heartbeat landed for too long")
+				m.lose(l, kinesisload.LostSelfFenced, "fenced: no heartbeat landed for too long")
 			}
 			m.mu.Unlock()
 			if l.isLost() {
@@ -1149,7 +1178,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if errors.Is(err, ErrAnswerLost) {
 		err = nil // idempotent: it landed, or the lease expires
 	}
-	l.markLost("released")
+	l.markLost(kinesisload.LostReleased, "released")
 	return err
 }
 

@@ -488,6 +488,14 @@ func holdAll(t *testing.T, h Harness, n int) *driver {
 	if len(a.held) != n {
 		t.Fatalf("host a holds %v, want all %d shards", a.shards(), n)
 	}
+	for id, l := range a.held {
+		if got := l.Acquired(); got != kinesisload.AcquireInitial {
+			t.Errorf("%s: the first lease of a shard never owned was acquired as %v, want %v", id, got, kinesisload.AcquireInitial)
+		}
+		if err := l.Err(); err != nil {
+			t.Errorf("%s: Err() = %v on a lease held", id, err)
+		}
+	}
 	return a
 }
 
@@ -512,6 +520,9 @@ func testZombie(t *testing.T, h Harness) {
 	if bl.Epoch() <= zl.Epoch() {
 		t.Errorf("b's epoch %d is not above the zombie's %d", bl.Epoch(), zl.Epoch())
 	}
+	if got := bl.Acquired(); got != kinesisload.AcquireExpired {
+		t.Errorf("b took %s from a paused host as %v, want %v", shard, got, kinesisload.AcquireExpired)
+	}
 	if err := bl.Commit(context.Background(), kinesisload.ShardProgress{ShardID: shard, Position: scan.AfterSequence("500")}); err != nil {
 		t.Fatal(err)
 	}
@@ -528,6 +539,14 @@ func testZombie(t *testing.T, h Harness) {
 	case <-zl.Lost():
 	default:
 		t.Error("the zombie's lease is not Lost after its refused commit")
+	}
+	// Whether the zombie saw first that it could not have renewed, or the
+	// table's new owner, it says so; never "released" or nothing.
+	var why *kinesisload.LeaseLostError
+	if !errors.As(zl.Err(), &why) {
+		t.Errorf("the zombie's Err() = %v, want a *LeaseLostError", zl.Err())
+	} else if w := why.Why; w != kinesisload.LostSelfFenced && w != kinesisload.LostCommitRefused && w != kinesisload.LostExpired {
+		t.Errorf("the zombie's lease was lost as %v, want self_fenced, commit_refused or expired", w)
 	}
 	if got := load(t, b)[shard].Position; !got.Equal(scan.AfterSequence("500")) {
 		t.Errorf("position of %s = %v, want b's 500: the zombie wrote", shard, got)
@@ -599,6 +618,18 @@ func testSelfFence(t *testing.T, h Harness) {
 			t.Errorf("%s: neither fenced on a nor taken by b", id)
 		case lostAt[id] >= takenAt[id]:
 			t.Errorf("%s: b took it at round %d, a fenced itself only at round %d", id, takenAt[id], lostAt[id])
+		}
+		select {
+		case <-mine[id].Handoff():
+			continue // b asked for it first: a released it (or tried to)
+		default:
+		}
+		var why *kinesisload.LeaseLostError
+		if !errors.As(mine[id].Err(), &why) || why.Why != kinesisload.LostSelfFenced {
+			t.Errorf("%s: a host that could not renew lost its lease with Err() = %v, want Why %v", id, mine[id].Err(), kinesisload.LostSelfFenced)
+		}
+		if l := b.held[id]; l != nil && l.Acquired() != kinesisload.AcquireExpired {
+			t.Errorf("%s: b took it from a fenced host as %v, want %v", id, l.Acquired(), kinesisload.AcquireExpired)
 		}
 	}
 }
@@ -750,6 +781,13 @@ func testHandoff(t *testing.T, h Harness) {
 			}
 			if l.Epoch() <= old.Epoch() {
 				t.Errorf("%s: epoch %d after the handoff, not above a's %d", id, l.Epoch(), old.Epoch())
+			}
+			if got := l.Acquired(); got != kinesisload.AcquireHandoff {
+				t.Errorf("%s: b was handed it over, acquired as %v, want %v", id, got, kinesisload.AcquireHandoff)
+			}
+			var why *kinesisload.LeaseLostError
+			if !errors.As(old.Err(), &why) || why.Why != kinesisload.LostReleased {
+				t.Errorf("%s: a's lease after its release: Err() = %v, want Why %v", id, old.Err(), kinesisload.LostReleased)
 			}
 		}
 	}

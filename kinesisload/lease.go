@@ -1,0 +1,184 @@
+package kinesisload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// This file holds why a lease came, went or was given up, and what the
+// Loader tells its hooks and [Loader.Stats] about it: the hook first, so
+// that Stats never shows an event whose hook has not been called.
+
+// AcquireReason says why a [Lease] was granted to this host: what the
+// shard's lease was before. Its String (and MarshalText) is a short
+// lower-case name, stable for metric attributes.
+type AcquireReason uint8
+
+// The reasons a lease is granted.
+const (
+	// AcquireUnknown: the coordinator does not say.
+	AcquireUnknown AcquireReason = iota
+	// AcquireInitial: the shard never had an owner in the fleet (its
+	// first lease), or the default coordinator (one process, no owners).
+	AcquireInitial
+	// AcquireUnowned: the shard's last owner released it (a Close, a
+	// completed scale-in) and nobody held it.
+	AcquireUnowned
+	// AcquireExpired: the shard's owner stopped heartbeating for the
+	// lease duration (it died or was cut off): an unplanned move, after
+	// which the batch that owner had in flight may be delivered again.
+	AcquireExpired
+	// AcquireHandoff: the shard's owner handed it over at this host's
+	// request (a rebalance: a steal), after committing its batch in
+	// flight, so nothing is delivered twice.
+	AcquireHandoff
+	// AcquireReclaimed: the shared table still named this host as the
+	// owner, from an earlier session that did not release the lease.
+	AcquireReclaimed
+)
+
+var acquireNames = [...]string{"unknown", "initial", "unowned", "expired", "handoff", "reclaimed"}
+
+func (r AcquireReason) String() string { return reasonName(acquireNames[:], uint8(r), "AcquireReason") }
+
+// MarshalText implements [encoding.TextMarshaler]: the name of
+// [AcquireReason.String].
+func (r AcquireReason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// LostReason says why a [Lease] was lost: it is the Why of the
+// [*LeaseLostError] that [Lease.Err] returns. Its String is a short
+// lower-case name, stable for metric attributes.
+type LostReason uint8
+
+// The reasons a lease is lost.
+const (
+	// LostUnknown: the coordinator does not say.
+	LostUnknown LostReason = iota
+	// LostCommitRefused: a Commit was refused because the shard's owner
+	// or epoch is no longer the lease's: another host took the shard
+	// (it saw this host dead), and the fence held.
+	LostCommitRefused
+	// LostSelfFenced: this host could not renew (its heartbeat did not
+	// land) for long enough, and stopped before its lease could expire
+	// in any other host's view.
+	LostSelfFenced
+	// LostExpired: the shared table names another owner or epoch: the
+	// lease expired in the other hosts' view (this host was paused or
+	// cut off) and one of them took the shard.
+	LostExpired
+	// LostReleased: this host released the lease (Release, or Leave at
+	// the end of a session). The Loader reports it as a handoff, not a
+	// loss.
+	LostReleased
+)
+
+var lostNames = [...]string{"unknown", "commit_refused", "self_fenced", "expired", "released"}
+
+func (r LostReason) String() string { return reasonName(lostNames[:], uint8(r), "LostReason") }
+
+// MarshalText implements [encoding.TextMarshaler]: the name of
+// [LostReason.String].
+func (r LostReason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// HandoffReason says why this host gave a lease up on a planned move:
+// it stopped reading the shard, let the batch in flight finish and commit,
+// then released the lease. Its String is a short lower-case name.
+type HandoffReason uint8
+
+// The reasons a lease is handed off.
+const (
+	// HandoffUnknown is not used by the Loader.
+	HandoffUnknown HandoffReason = iota
+	// HandoffRebalance: another host asked for the shard
+	// ([Lease.Handoff]): the fleet rebalances after a host joined.
+	HandoffRebalance
+	// HandoffClose: [Loader.Close]: the host leaves the fleet (a
+	// scale-in, a deploy); its shards are free at once.
+	HandoffClose
+	// HandoffPause: [Loader.Pause].
+	HandoffPause
+	// HandoffStop: Run stopped otherwise: its context ended (a hard stop:
+	// the batch in flight was cancelled, not committed, and will be
+	// delivered again) or Run stops with an error.
+	HandoffStop
+)
+
+var handoffNames = [...]string{"unknown", "rebalance", "close", "pause", "stop"}
+
+func (r HandoffReason) String() string { return reasonName(handoffNames[:], uint8(r), "HandoffReason") }
+
+// MarshalText implements [encoding.TextMarshaler]: the name of
+// [HandoffReason.String].
+func (r HandoffReason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+func reasonName(names []string, r uint8, typ string) string {
+	if int(r) >= len(names) {
+		return fmt.Sprintf("%s(%d)", typ, r)
+	}
+	return names[r]
+}
+
+// leaseAcquired records that this host starts reading a shard under ls.
+func (s *session) leaseAcquired(ls Lease) time.Time {
+	now := time.Now()
+	id := ls.Shard()
+	pos := ls.Progress().Position
+	if pos.Kind == 0 {
+		pos = s.l.stats.position(id)
+	}
+	s.l.hooks.onLeaseAcquired(LeaseAcquired{Stream: s.l.cfg.Stream, ShardID: id, Epoch: ls.Epoch(), Reason: ls.Acquired(), Position: pos})
+	s.l.stats.leaseAcquired(id, ls.Epoch(), ls.Acquired(), now)
+	return now
+}
+
+// leaseLost records that the shard's loop stopped because ls was lost;
+// err is what the loop returned.
+func (s *session) leaseLost(ls Lease, err error, since time.Time) {
+	lost, ok := errors.AsType[*LeaseLostError](err)
+	if !ok {
+		lost, _ = errors.AsType[*LeaseLostError](ls.Err())
+	}
+	e := LeaseLost{Stream: s.l.cfg.Stream, ShardID: ls.Shard(), Epoch: ls.Epoch(), Held: time.Since(since)}
+	if lost != nil {
+		e.Reason, e.Err = lost.Why, lost
+	} else if err != nil && !errors.Is(err, context.Canceled) {
+		e.Err = err
+	}
+	s.l.log.Warn("lease lost: stopped reading the shard", "shard", e.ShardID, "epoch", e.Epoch, "reason", e.Reason, "err", e.Err)
+	s.l.hooks.onLeaseLost(e)
+	s.l.stats.leaseEnded(e.ShardID, endLost)
+}
+
+// leaseReleased records that ls was released after its shard's loop
+// returned (without losing it); completed says the shard ended, which is
+// no handoff: nobody reads it after.
+func (s *session) leaseReleased(gctx context.Context, ls Lease, completed bool, since time.Time) {
+	id := ls.Shard()
+	if completed {
+		s.l.stats.leaseEnded(id, endUncounted)
+		return
+	}
+	why := HandoffStop
+	select {
+	case <-ls.Handoff():
+		why = HandoffRebalance
+	default:
+	}
+	if gctx.Err() != nil {
+		s.l.mu.Lock()
+		switch {
+		case s.l.closed:
+			why = HandoffClose
+		case s.l.paused:
+			why = HandoffPause
+		case why != HandoffRebalance:
+			why = HandoffStop
+		}
+		s.l.mu.Unlock()
+	}
+	s.l.hooks.onLeaseHandedOff(LeaseHandedOff{Stream: s.l.cfg.Stream, ShardID: id, Epoch: ls.Epoch(), Reason: why,
+		Position: s.l.stats.position(id), Held: time.Since(since)})
+	s.l.stats.leaseEnded(id, endHandedOff)
+}
