@@ -21,8 +21,9 @@
 // S is tidemark.stream, H is tidemark.shard, O is tidemark.op (the Kinesis
 // operation, such as "GetRecords", "ListShards", or "Deliver" for the
 // Sink), State is tidemark.state, From and To are tidemark.state.from and
-// tidemark.state.to (a shard state such as "ACTIVE"); every measurement
-// also has the attributes given with [WithAttributes].
+// tidemark.state.to (a shard state such as "ACTIVE"), Reason is
+// tidemark.lease.reason (why a lease came or went, such as "expired");
+// every measurement also has the attributes given with [WithAttributes].
 //
 //	name                                 kind                  unit        attributes  fed by
 //	tidemark.records.delivered           Int64Counter          {record}    S H         OnBatchDelivered
@@ -44,6 +45,13 @@
 //	tidemark.init.progress               Float64Gauge          1           S           OnInitProgress, OnInitResolved
 //	tidemark.init.calls                  Int64Counter          {call}      S           OnInitProgress
 //	tidemark.init.bytes                  Int64Counter          By          S           OnInitProgress
+//	tidemark.kpl.decode_failures         Int64Counter          {record}    S H         OnDecodeFailed
+//	tidemark.kpl.out_of_range            Int64Counter          {record}    S H         OnHashKeyOutOfRange
+//	tidemark.leases.acquired             Int64Counter          {lease}     S H Reason  OnLeaseAcquired
+//	tidemark.leases.lost                 Int64Counter          {lease}     S H Reason  OnLeaseLost
+//	tidemark.leases.handed_off           Int64Counter          {lease}     S H Reason  OnLeaseHandedOff
+//	tidemark.leases.held                 Int64ObservableGauge  {lease}     S           OnLeaseAcquired, OnLeaseLost, OnLeaseHandedOff
+//	tidemark.lease.epoch                 Int64ObservableGauge  {epoch}     S H         OnLeaseAcquired
 //
 // What they mean:
 //
@@ -91,13 +99,31 @@
 //     initialisation's shards whose LATEST is resolved, and 1 once the
 //     batch is journaled; tidemark.init.calls and tidemark.init.bytes are
 //     what resolving cost, in Kinesis calls and record bytes read.
+//   - tidemark.kpl.decode_failures counts Kinesis records that started
+//     like a KPL aggregate but failed a check (each was delivered as one
+//     plain record); tidemark.kpl.out_of_range counts user records of
+//     aggregates whose hash key lies outside their shard's range (delivered
+//     all the same). Both are 0 for a stream without KPL aggregation.
+//   - tidemark.leases.acquired, tidemark.leases.lost and
+//     tidemark.leases.handed_off count this host's lease events by reason:
+//     acquired as initial, unowned, expired (an unplanned move), handoff
+//     or reclaimed; lost as commit_refused, self_fenced or expired (each
+//     may re-deliver the batch that was in flight); handed off as
+//     rebalance, close, pause or stop (planned: nothing delivered twice,
+//     except after a hard stop). With the default coordinator (one
+//     process) every shard is acquired as initial at each start and handed
+//     off as close or pause; nothing is lost.
+//   - tidemark.leases.held is how many leases this host holds (reported
+//     from the first lease of the stream on, 0 included), and
+//     tidemark.lease.epoch the fencing epoch of each one; a lease leaves
+//     the gauge when it is lost or handed off, or its shard COMPLETED.
 //
 // # Cardinality
 //
 // tidemark.shard makes one series per shard of every instrument that has
 // it, and every split or merge adds shards: a stream of N open shards has
-// about 7·N shard series, plus up to 2·N per operation that was throttled
-// or retried. Counters keep the series of a COMPLETED shard (an SDK with
+// about 8·N shard series, plus up to 2·N per operation that was throttled
+// or retried, per lease reason seen, and for KPL failures. Counters keep the series of a COMPLETED shard (an SDK with
 // cumulative temporality exports them until the process ends); the
 // observable gauge drops it. The histograms and the init and state
 // instruments are per stream only. For a stream of thousands of shards,

@@ -36,6 +36,10 @@ const (
 	AttrStateFrom = attribute.Key("tidemark.state.from")
 	// AttrStateTo is the state a shard entered.
 	AttrStateTo = attribute.Key("tidemark.state.to")
+	// AttrReason is why a lease was acquired, lost or handed off: the
+	// String of a kinesisload.AcquireReason, LostReason or HandoffReason,
+	// such as "expired" or "self_fenced".
+	AttrReason = attribute.Key("tidemark.lease.reason")
 )
 
 // StateNone is the value of [AttrStateFrom] when a shard had no state
@@ -144,7 +148,7 @@ func checkBounds(opt string, b []float64) error {
 	return nil
 }
 
-var ownKeys = []attribute.Key{AttrStream, AttrShard, AttrOp, AttrState, AttrStateFrom, AttrStateTo}
+var ownKeys = []attribute.Key{AttrStream, AttrShard, AttrOp, AttrState, AttrStateFrom, AttrStateTo, AttrReason}
 
 // liveStates are the states tidemark.shards reports; a COMPLETED shard is
 // forgotten.
@@ -183,6 +187,13 @@ type Metrics struct {
 	initProgress     metric.Float64Gauge
 	initCalls        metric.Int64Counter
 	initBytes        metric.Int64Counter
+	decodeFailures   metric.Int64Counter
+	outOfRange       metric.Int64Counter
+	leasesAcquired   metric.Int64Counter
+	leasesLost       metric.Int64Counter
+	leasesHandedOff  metric.Int64Counter
+	leasesHeld       metric.Int64ObservableGauge
+	leaseEpoch       metric.Int64ObservableGauge
 
 	reg       metric.Registration
 	closeOnce sync.Once
@@ -201,6 +212,9 @@ type streamEntry struct {
 	// live is set once a shard of the stream reported a state: from then
 	// on tidemark.shards reports every live state of the stream, 0 too.
 	live atomic.Bool
+	// leased is set once a lease of the stream was acquired: from then on
+	// tidemark.leases.held reports the stream, 0 too.
+	leased atomic.Bool
 }
 
 type shardKey struct{ stream, shard string }
@@ -214,18 +228,25 @@ type shardEntry struct {
 	behind atomic.Int64
 	seen   atomic.Bool   // behind holds a value
 	state  atomic.Uint32 // a kinesisload.ShardState; 0: none reported
+	held   atomic.Bool   // this host holds the shard's lease
+	epoch  atomic.Uint64 // the lease's epoch, while held
 }
 
 // Interface checks: Metrics implements every hook.
 var (
-	_ kinesisload.HookBatchDelivered  = (*Metrics)(nil)
-	_ kinesisload.HookShardState      = (*Metrics)(nil)
-	_ kinesisload.HookInitResolved    = (*Metrics)(nil)
-	_ kinesisload.HookInitProgress    = (*Metrics)(nil)
-	_ kinesisload.HookFetched         = (*Metrics)(nil)
-	_ kinesisload.HookThrottled       = (*Metrics)(nil)
-	_ kinesisload.HookRetry           = (*Metrics)(nil)
-	_ kinesisload.HookIteratorRenewed = (*Metrics)(nil)
+	_ kinesisload.HookBatchDelivered    = (*Metrics)(nil)
+	_ kinesisload.HookShardState        = (*Metrics)(nil)
+	_ kinesisload.HookInitResolved      = (*Metrics)(nil)
+	_ kinesisload.HookInitProgress      = (*Metrics)(nil)
+	_ kinesisload.HookFetched           = (*Metrics)(nil)
+	_ kinesisload.HookThrottled         = (*Metrics)(nil)
+	_ kinesisload.HookRetry             = (*Metrics)(nil)
+	_ kinesisload.HookIteratorRenewed   = (*Metrics)(nil)
+	_ kinesisload.HookDecodeFailed      = (*Metrics)(nil)
+	_ kinesisload.HookHashKeyOutOfRange = (*Metrics)(nil)
+	_ kinesisload.HookLeaseAcquired     = (*Metrics)(nil)
+	_ kinesisload.HookLeaseLost         = (*Metrics)(nil)
+	_ kinesisload.HookLeaseHandedOff    = (*Metrics)(nil)
 )
 
 // New creates the instruments (see the package documentation) on a Meter
@@ -271,6 +292,11 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	m.initReused = counter("tidemark.init.reused", "{shard}", "Shards whose initialisation kept a position stored by an earlier run.")
 	m.initCalls = counter("tidemark.init.calls", "{call}", "Kinesis calls spent resolving LATEST positions.")
 	m.initBytes = counter("tidemark.init.bytes", "By", "Record bytes read while resolving LATEST positions.")
+	m.decodeFailures = counter("tidemark.kpl.decode_failures", "{record}", "Kinesis records that looked KPL-aggregated but failed a check, delivered as one plain record each.")
+	m.outOfRange = counter("tidemark.kpl.out_of_range", "{record}", "User records of KPL aggregates whose hash key is outside their shard's range; delivered like the others.")
+	m.leasesAcquired = counter("tidemark.leases.acquired", "{lease}", "Shard leases this host was granted and started reading under, by reason.")
+	m.leasesLost = counter("tidemark.leases.lost", "{lease}", "Shard leases this host lost (the shard stopped at once; its uncommitted batch may be delivered again elsewhere), by reason.")
+	m.leasesHandedOff = counter("tidemark.leases.handed_off", "{lease}", "Shard leases this host gave up on a planned move after committing its batch in flight, by reason.")
 
 	var err error
 	if m.batchLatency, err = meter.Float64Histogram("tidemark.batch.latency", metric.WithUnit("s"),
@@ -300,18 +326,27 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 		metric.WithDescription("Shards not yet COMPLETED, by the last state the Loader reported for them.")); err != nil {
 		errs = append(errs, fmt.Errorf("kotel: instrument tidemark.shards: %w", err))
 	}
+	if m.leasesHeld, err = meter.Int64ObservableGauge("tidemark.leases.held", metric.WithUnit("{lease}"),
+		metric.WithDescription("Shard leases this host holds now.")); err != nil {
+		errs = append(errs, fmt.Errorf("kotel: instrument tidemark.leases.held: %w", err))
+	}
+	if m.leaseEpoch, err = meter.Int64ObservableGauge("tidemark.lease.epoch", metric.WithUnit("{epoch}"),
+		metric.WithDescription("The fencing epoch of each shard lease this host holds.")); err != nil {
+		errs = append(errs, fmt.Errorf("kotel: instrument tidemark.lease.epoch: %w", err))
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	if m.reg, err = meter.RegisterCallback(m.observe, m.behind, m.shards); err != nil {
-		return nil, fmt.Errorf("kotel: registering the callback of tidemark.shard.millis_behind_latest and tidemark.shards: %w", err)
+	if m.reg, err = meter.RegisterCallback(m.observe, m.behind, m.shards, m.leasesHeld, m.leaseEpoch); err != nil {
+		return nil, fmt.Errorf("kotel: registering the callback of the observable gauges: %w", err)
 	}
 	return m, nil
 }
 
 // Close unregisters the callback of the observable gauges
-// (tidemark.shard.millis_behind_latest and tidemark.shards), which then
-// stop reporting. The synchronous instruments go on counting if hooks are
+// (tidemark.shard.millis_behind_latest, tidemark.shards,
+// tidemark.leases.held and tidemark.lease.epoch), which then stop
+// reporting. The synchronous instruments go on counting if hooks are
 // still called. Close is idempotent and returns the first call's error.
 func (m *Metrics) Close() error {
 	m.closeOnce.Do(func() {
@@ -325,9 +360,14 @@ func (m *Metrics) Close() error {
 // observe is the callback of the observable gauges.
 func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	counts := map[*streamEntry]*[len(liveStates)]int64{}
+	held := map[*streamEntry]int64{}
 	m.streams.Range(func(_, v any) bool {
-		if s := v.(*streamEntry); s.live.Load() {
+		s := v.(*streamEntry)
+		if s.live.Load() {
 			counts[s] = new([len(liveStates)]int64)
+		}
+		if s.leased.Load() {
+			held[s] = 0
 		}
 		return true
 	})
@@ -335,6 +375,12 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		e := v.(*shardEntry)
 		if e.seen.Load() {
 			o.ObserveInt64(m.behind, e.behind.Load(), e.opt)
+		}
+		if e.held.Load() {
+			o.ObserveInt64(m.leaseEpoch, int64(min(e.epoch.Load(), math.MaxInt64)), e.opt)
+			if _, ok := held[e.stream]; ok {
+				held[e.stream]++
+			}
 		}
 		st := kinesisload.ShardState(e.state.Load())
 		if i := slices.Index(liveStates[:], st); i >= 0 {
@@ -348,6 +394,9 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		for i, n := range c {
 			o.ObserveInt64(m.shards, n, s.states[i])
 		}
+	}
+	for s, n := range held {
+		o.ObserveInt64(m.leasesHeld, n, s.opt)
 	}
 	return nil
 }
@@ -483,4 +532,50 @@ func (m *Metrics) OnRetry(e kinesisload.Retry) {
 // counts tidemark.iterator.renewals.
 func (m *Metrics) OnIteratorRenewed(e kinesisload.IteratorRenewed) {
 	m.renewals.Add(context.Background(), 1, m.shard(e.Stream, e.ShardID).add...)
+}
+
+// OnDecodeFailed implements [kinesisload.HookDecodeFailed]: it counts
+// tidemark.kpl.decode_failures.
+func (m *Metrics) OnDecodeFailed(e kinesisload.DecodeFailed) {
+	m.decodeFailures.Add(context.Background(), 1, m.shard(e.Stream, e.ShardID).add...)
+}
+
+// OnHashKeyOutOfRange implements [kinesisload.HookHashKeyOutOfRange]: it
+// counts the event's user records in tidemark.kpl.out_of_range.
+func (m *Metrics) OnHashKeyOutOfRange(e kinesisload.HashKeyOutOfRange) {
+	m.outOfRange.Add(context.Background(), int64(e.Records), m.shard(e.Stream, e.ShardID).add...)
+}
+
+// OnLeaseAcquired implements [kinesisload.HookLeaseAcquired]: it counts
+// tidemark.leases.acquired and adds the lease, with its epoch, to
+// tidemark.leases.held and tidemark.lease.epoch.
+func (m *Metrics) OnLeaseAcquired(e kinesisload.LeaseAcquired) {
+	m.leasesAcquired.Add(context.Background(), 1, m.set(shardAttrs(e.Stream, e.ShardID, AttrReason.String(e.Reason.String()))...))
+	sh := m.shard(e.Stream, e.ShardID)
+	sh.epoch.Store(e.Epoch)
+	sh.held.Store(true)
+	sh.stream.leased.Store(true)
+}
+
+// OnLeaseLost implements [kinesisload.HookLeaseLost]: it counts
+// tidemark.leases.lost and removes the lease from tidemark.leases.held and
+// tidemark.lease.epoch.
+func (m *Metrics) OnLeaseLost(e kinesisload.LeaseLost) {
+	m.leasesLost.Add(context.Background(), 1, m.set(shardAttrs(e.Stream, e.ShardID, AttrReason.String(e.Reason.String()))...))
+	m.dropLease(e.Stream, e.ShardID)
+}
+
+// OnLeaseHandedOff implements [kinesisload.HookLeaseHandedOff]: it counts
+// tidemark.leases.handed_off and removes the lease from
+// tidemark.leases.held and tidemark.lease.epoch.
+func (m *Metrics) OnLeaseHandedOff(e kinesisload.LeaseHandedOff) {
+	m.leasesHandedOff.Add(context.Background(), 1, m.set(shardAttrs(e.Stream, e.ShardID, AttrReason.String(e.Reason.String()))...))
+	m.dropLease(e.Stream, e.ShardID)
+}
+
+// dropLease marks a shard's lease as no longer held.
+func (m *Metrics) dropLease(stream, shard string) {
+	if v, ok := m.shardsM.Load(shardKey{stream, shard}); ok {
+		v.(*shardEntry).held.Store(false)
+	}
 }

@@ -281,6 +281,79 @@ func TestThrottledRetryRenewed(t *testing.T) {
 	}
 }
 
+func TestKPLHooks(t *testing.T) {
+	m, r := newMetrics(t)
+	m.OnDecodeFailed(kinesisload.DecodeFailed{Stream: stream, ShardID: shard0, SequenceNumber: "1", Err: kinesisload.ErrBadAggregate})
+	m.OnDecodeFailed(kinesisload.DecodeFailed{Stream: stream, ShardID: shard0, SequenceNumber: "2", Err: kinesisload.ErrBadAggregate})
+	m.OnDecodeFailed(kinesisload.DecodeFailed{Stream: stream, ShardID: shard1, SequenceNumber: "3", Err: kinesisload.ErrBadAggregate})
+	// Records user records of one aggregate are outside the range.
+	m.OnHashKeyOutOfRange(kinesisload.HashKeyOutOfRange{Stream: stream, ShardID: shard1, SequenceNumber: "4", Records: 5, SubSequenceNumber: 2})
+	m.OnHashKeyOutOfRange(kinesisload.HashKeyOutOfRange{Stream: stream, ShardID: shard1, SequenceNumber: "5", Records: 1})
+	got := collect(t, r)
+
+	s0 := "tidemark.shard=" + shard0 + ",tidemark.stream=orders"
+	s1 := "tidemark.shard=" + shard1 + ",tidemark.stream=orders"
+	if diff := cmp.Diff(map[string]int64{s0: 2, s1: 1}, ints(t, got, "tidemark.kpl.decode_failures")); diff != "" {
+		t.Errorf("tidemark.kpl.decode_failures (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int64{s1: 6}, ints(t, got, "tidemark.kpl.out_of_range")); diff != "" {
+		t.Errorf("tidemark.kpl.out_of_range (-want +got):\n%s", diff)
+	}
+}
+
+func TestLeaseHooks(t *testing.T) {
+	m, r := newMetrics(t)
+	const shard3 = "shardId-000000000003"
+	for _, e := range []kinesisload.LeaseAcquired{
+		{Stream: stream, ShardID: shard0, Epoch: 1, Reason: kinesisload.AcquireInitial},
+		{Stream: stream, ShardID: shard1, Epoch: 4, Reason: kinesisload.AcquireExpired},
+		{Stream: stream, ShardID: shard2, Epoch: 7, Reason: kinesisload.AcquireHandoff},
+		{Stream: stream, ShardID: shard3, Epoch: 2, Reason: kinesisload.AcquireUnowned},
+	} {
+		m.OnLeaseAcquired(e)
+	}
+	m.OnLeaseLost(kinesisload.LeaseLost{Stream: stream, ShardID: shard1, Epoch: 4, Reason: kinesisload.LostSelfFenced, Held: time.Second})
+	m.OnLeaseHandedOff(kinesisload.LeaseHandedOff{Stream: stream, ShardID: shard2, Epoch: 7, Reason: kinesisload.HandoffRebalance, Held: time.Second})
+	// shard3 ends: released without a handoff; it leaves the gauges.
+	m.OnShardState(kinesisload.ShardStateChanged{Stream: stream, ShardID: shard3, From: kinesisload.StateActive, To: kinesisload.StateCompleted})
+	// shard1 comes back, taken again after its holder expired.
+	m.OnLeaseAcquired(kinesisload.LeaseAcquired{Stream: stream, ShardID: shard1, Epoch: 6, Reason: kinesisload.AcquireExpired})
+	got := collect(t, r)
+
+	sh := func(id, reason string) string {
+		k := "tidemark.shard=" + id + ",tidemark.stream=orders"
+		if reason != "" {
+			k = "tidemark.lease.reason=" + reason + "," + k
+		}
+		return k
+	}
+	for _, c := range []struct {
+		name string
+		want map[string]int64
+	}{
+		{"tidemark.leases.acquired", map[string]int64{sh(shard0, "initial"): 1, sh(shard1, "expired"): 2, sh(shard2, "handoff"): 1, sh(shard3, "unowned"): 1}},
+		{"tidemark.leases.lost", map[string]int64{sh(shard1, "self_fenced"): 1}},
+		{"tidemark.leases.handed_off", map[string]int64{sh(shard2, "rebalance"): 1}},
+		{"tidemark.leases.held", map[string]int64{"tidemark.stream=orders": 2}},
+		{"tidemark.lease.epoch", map[string]int64{sh(shard0, ""): 1, sh(shard1, ""): 6}},
+	} {
+		if diff := cmp.Diff(c.want, ints(t, got, c.name)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", c.name, diff)
+		}
+	}
+
+	// Every lease goes: the stream's held gauge stays, at 0.
+	m.OnLeaseHandedOff(kinesisload.LeaseHandedOff{Stream: stream, ShardID: shard0, Epoch: 1, Reason: kinesisload.HandoffClose})
+	m.OnLeaseLost(kinesisload.LeaseLost{Stream: stream, ShardID: shard1, Epoch: 6, Reason: kinesisload.LostCommitRefused})
+	got = collect(t, r)
+	if diff := cmp.Diff(map[string]int64{"tidemark.stream=orders": 0}, ints(t, got, "tidemark.leases.held")); diff != "" {
+		t.Errorf("tidemark.leases.held after every lease went (-want +got):\n%s", diff)
+	}
+	if e, ok := got["tidemark.lease.epoch"]; ok {
+		t.Errorf("tidemark.lease.epoch with no lease held: %+v, want no data", e.Data)
+	}
+}
+
 // callEveryHook calls every hook method once, with events that make every
 // instrument report.
 func callEveryHook(m *kotel.Metrics) {
@@ -292,6 +365,12 @@ func callEveryHook(m *kotel.Metrics) {
 	m.OnThrottled(kinesisload.Throttled{Stream: stream, ShardID: shard0, Op: "GetRecords"})
 	m.OnRetry(kinesisload.Retry{Stream: stream, ShardID: shard0, Op: "GetRecords", Attempt: 1})
 	m.OnIteratorRenewed(kinesisload.IteratorRenewed{Stream: stream, ShardID: shard0})
+	m.OnDecodeFailed(kinesisload.DecodeFailed{Stream: stream, ShardID: shard0, SequenceNumber: "1"})
+	m.OnHashKeyOutOfRange(kinesisload.HashKeyOutOfRange{Stream: stream, ShardID: shard0, SequenceNumber: "1", Records: 1})
+	m.OnLeaseAcquired(kinesisload.LeaseAcquired{Stream: stream, ShardID: shard1, Epoch: 1, Reason: kinesisload.AcquireInitial})
+	m.OnLeaseAcquired(kinesisload.LeaseAcquired{Stream: stream, ShardID: shard0, Epoch: 1, Reason: kinesisload.AcquireInitial})
+	m.OnLeaseLost(kinesisload.LeaseLost{Stream: stream, ShardID: shard1, Epoch: 1, Reason: kinesisload.LostSelfFenced})
+	m.OnLeaseHandedOff(kinesisload.LeaseHandedOff{Stream: stream, ShardID: shard1, Epoch: 1, Reason: kinesisload.HandoffRebalance})
 }
 
 // TestInstrumentTable: every instrument of the package documentation's
@@ -305,8 +384,8 @@ func TestInstrumentTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	letters := map[string]attribute.Key{"S": kotel.AttrStream, "H": kotel.AttrShard, "O": kotel.AttrOp,
-		"State": kotel.AttrState, "From": kotel.AttrStateFrom, "To": kotel.AttrStateTo}
-	line := regexp.MustCompile(`(?m)^//\t(tidemark\.\S+)\s+(\S+)\s+(\S+)\s+((?:(?:S|H|O|State|From|To) )*(?:S|H|O|State|From|To))\s+On`)
+		"State": kotel.AttrState, "From": kotel.AttrStateFrom, "To": kotel.AttrStateTo, "Reason": kotel.AttrReason}
+	line := regexp.MustCompile(`(?m)^//\t(tidemark\.\S+)\s+(\S+)\s+(\S+)\s+((?:(?:S|H|O|State|From|To|Reason) )*(?:S|H|O|State|From|To|Reason))\s+On`)
 	for _, mm := range line.FindAllStringSubmatch(string(src), -1) {
 		var keys []string
 		for _, l := range strings.Fields(mm[4]) {
@@ -314,8 +393,8 @@ func TestInstrumentTable(t *testing.T) {
 		}
 		want[mm[1]] = row{mm[2], mm[3], strings.Join(slices.Sorted(slices.Values(keys)), " ")}
 	}
-	if len(want) != 19 {
-		t.Fatalf("parsed %d rows of the table in doc.go, want 19", len(want))
+	if len(want) != 26 {
+		t.Fatalf("parsed %d rows of the table in doc.go, want 26", len(want))
 	}
 
 	m, r := newMetrics(t)
@@ -379,8 +458,8 @@ func TestOptions(t *testing.T) {
 		kotel.WithInitDurationBuckets(10, 100, 1000))
 	callEveryHook(m)
 	got := collect(t, r)
-	if len(got) != 19 {
-		t.Errorf("%d instruments reported, want 19", len(got))
+	if len(got) != 26 {
+		t.Errorf("%d instruments reported, want 26", len(got))
 	}
 	for name, md := range got {
 		var sets []attribute.Set

@@ -134,6 +134,19 @@ func TestLoaderTrimHorizon(t *testing.T) {
 	if pages[s0] < 1 || pages[s1] < 1 {
 		t.Errorf("tidemark.getrecords.pages = %v, want at least 1 per shard", pages)
 	}
+	// One process: each shard's lease acquired as initial, handed off by
+	// Close, none held after.
+	if diff := cmp.Diff(map[string]int64{"tidemark.lease.reason=initial," + s0: 1, "tidemark.lease.reason=initial," + s1: 1},
+		ints(t, got, "tidemark.leases.acquired")); diff != "" {
+		t.Errorf("tidemark.leases.acquired (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int64{"tidemark.lease.reason=close," + s0: 1, "tidemark.lease.reason=close," + s1: 1},
+		ints(t, got, "tidemark.leases.handed_off")); diff != "" {
+		t.Errorf("tidemark.leases.handed_off (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int64{"tidemark.stream=orders": 0}, ints(t, got, "tidemark.leases.held")); diff != "" {
+		t.Errorf("tidemark.leases.held (-want +got):\n%s", diff)
+	}
 }
 
 // initSignal is a hook that closes a channel once initialisation is
