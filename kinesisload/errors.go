@@ -52,7 +52,9 @@ type RunError struct {
 	// "GetShardIterator", "GetRecords"), "Resolve" (the LATEST scan of
 	// initialisation), "Deliver" or "Checkpoints" (the Sink), "Load" or
 	// "Save" or "Prune" (the PositionStore), "Lineage", "Config",
-	// "DescribeStreamSummary" (the stream's identity), or "Initialise" (a
+	// "DescribeStreamSummary" (the stream's identity), "StartOver" (the
+	// PositionStore could not archive a re-created stream's progress, see
+	// [StreamRecreatedStartOver]), or "Initialise" (a
 	// failure of initialisation not classified above).
 	Op string
 	// Kind is the class: [ErrSink], [ErrKinesis], [ErrJournal],

@@ -68,6 +68,8 @@ type fleetRig struct {
 	n     int
 	// hooks, when set for a host, are given to its Loader.
 	hooks map[string]kinesisload.Hook
+	// configure, when set, changes every host's Config.
+	configure func(*kinesisload.Config)
 }
 
 func newFleetRig(t *testing.T, shards int) *fleetRig {
@@ -107,8 +109,12 @@ func (r *fleetRig) start(host string) {
 	if h := r.hooks[host]; h != nil {
 		opts = append(opts, kinesisload.WithHooks(h))
 	}
-	l, err := kinesisload.New(kinesisload.Config{Stream: "orders", Sink: r.sink.forHost(host), StartPosition: scan.TrimHorizon(),
-		IdleWait: 200 * time.Millisecond, ListShardsInterval: 300 * time.Millisecond}, opts...)
+	cfg := kinesisload.Config{Stream: "orders", Sink: r.sink.forHost(host), StartPosition: scan.TrimHorizon(),
+		IdleWait: 200 * time.Millisecond, ListShardsInterval: 300 * time.Millisecond}
+	if r.configure != nil {
+		r.configure(&cfg)
+	}
+	l, err := kinesisload.New(cfg, opts...)
 	if err != nil {
 		r.t.Fatal(err)
 	}

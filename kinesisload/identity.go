@@ -114,6 +114,16 @@ const (
 	// with an error wrapping [ErrStreamMismatch] that says so, archives
 	// nothing, and starts over once they are removed from the Sink's
 	// store.
+	//
+	// In a fleet ([WithCoordinator]) the start-over is the store's
+	// StartOver, and it must move every host at once: archive the old
+	// generation, void every lease of it, and initialise the new stream
+	// again through the fleet's initialisation lock. A coordinator that
+	// cannot (the in-memory one of package coordtest, today) refuses:
+	// Run then stops on every host that meets the new stream, with a
+	// [*RunError] of class [ErrJournal] (op "StartOver") wrapping
+	// [ErrStreamMismatch], no host reads the new stream, and the shared
+	// progress is left as it was.
 	StreamRecreatedStartOver
 )
 
@@ -223,7 +233,11 @@ func (s *session) establishIdentity(ctx context.Context) error {
 		l.log.Warn("the stream was deleted and created again: archiving its old progress and starting over",
 			"old", stored.String(), "new", cur.String())
 		if err := s.store.StartOver(ctx, stream, cur); err != nil {
-			return fmt.Errorf("kinesisload: stream %s: starting over on the re-created stream: %w", stream, err)
+			// Classed as the store's failure, and wrapping
+			// ErrStreamMismatch, the reason it was asked (a store that
+			// cannot start over, such as a fleet's, stops every host).
+			return stopError(stream, "", "StartOver", ErrJournal, fmt.Errorf("%w: stream %s was deleted and created again (it was %s, it is now %s): "+
+				"starting over: %w", ErrStreamMismatch, stream, stored, cur, err))
 		}
 	}
 	s.identity = cur
