@@ -1218,28 +1218,33 @@ func (s sharedStore) check(ctx context.Context, stream string) error {
 // Save merges every update into its shard's item: one unconditional,
 // idempotent write per item.
 func (s sharedStore) Save(ctx context.Context, stream string, updates []kinesisload.ShardProgress) error {
-	if err := s.check(ctx, stream); err != nil {
+	return s.m.saveEach(ctx, stream, updates, func(tb *table, u kinesisload.ShardProgress) {
+		it := tb.items[u.ShardID]
+		if it == nil {
+			it = &item{}
+			tb.items[u.ShardID] = it
+			tb.lineage++
+		}
+		before := tb.visible(it)
+		it.Progress = kinesisload.MergeProgress(before, u)
+		if it.Progress.State != before.State {
+			tb.lineage++
+		}
+	})
+}
+
+// saveEach applies every update to the table with apply, as one
+// idempotent single-item write per update (made to land by retry), after
+// checking ctx and stream. It is the loop of both stores' Save.
+func (m *member) saveEach(ctx context.Context, stream string, updates []kinesisload.ShardProgress, apply func(tb *table, u kinesisload.ShardProgress)) error {
+	if err := (sharedStore{m: m}).check(ctx, stream); err != nil {
 		return err
 	}
 	for _, u := range updates {
 		if u.ShardID == "" {
 			return fmt.Errorf("coordtest: save to stream %s: an update has no shard ID", stream)
 		}
-		err := s.m.retry(ctx, stream, func(tb *table) error {
-			it := tb.items[u.ShardID]
-			if it == nil {
-				it = &item{}
-				tb.items[u.ShardID] = it
-				tb.lineage++
-			}
-			before := tb.visible(it)
-			it.Progress = kinesisload.MergeProgress(before, u)
-			if it.Progress.State != before.State {
-				tb.lineage++
-			}
-			return nil
-		})
-		if err != nil {
+		if err := m.retry(ctx, stream, func(tb *table) error { apply(tb, u); return nil }); err != nil {
 			return err
 		}
 	}
@@ -1274,32 +1279,19 @@ func (s stagingStore) Load(ctx context.Context, stream string) (map[string]kines
 }
 
 func (s stagingStore) Save(ctx context.Context, stream string, updates []kinesisload.ShardProgress) error {
-	if err := (sharedStore{m: s.m}).check(ctx, stream); err != nil {
-		return err
-	}
-	for _, u := range updates {
-		if u.ShardID == "" {
-			return fmt.Errorf("coordtest: save to stream %s: an update has no shard ID", stream)
+	return s.m.saveEach(ctx, stream, updates, func(tb *table, u kinesisload.ShardProgress) {
+		it := tb.items[u.ShardID]
+		if it == nil {
+			it = &item{}
+			tb.items[u.ShardID] = it
 		}
-		err := s.m.retry(ctx, stream, func(tb *table) error {
-			it := tb.items[u.ShardID]
-			if it == nil {
-				it = &item{}
-				tb.items[u.ShardID] = it
-			}
-			if it.Pending == nil {
-				it.Pending = map[string]kinesisload.ShardProgress{}
-			}
-			p := it.Pending[s.batch]
-			p.ShardID = u.ShardID
-			it.Pending[s.batch] = kinesisload.MergeProgress(p, u)
-			return nil
-		})
-		if err != nil {
-			return err
+		if it.Pending == nil {
+			it.Pending = map[string]kinesisload.ShardProgress{}
 		}
-	}
-	return nil
+		p := it.Pending[s.batch]
+		p.ShardID = u.ShardID
+		it.Pending[s.batch] = kinesisload.MergeProgress(p, u)
+	})
 }
 
 // Identity implements [kinesisload.PositionStore]: the stream's identity
