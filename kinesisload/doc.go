@@ -117,7 +117,11 @@
 // PositionStore: it grants every ready shard and never takes one back.
 // [WithCoordinator] selects another; the sub-package
 // [github.com/tidemark/tidemark/kinesisload/coordtest] holds an in-memory
-// fleet and the conformance suite every implementation can run.
+// fleet and the conformance suite every implementation can run. Each lease
+// this host starts reading under, loses, or hands off is reported, with its
+// epoch and why ([AcquireReason], [LostReason], [HandoffReason]), to
+// [HookLeaseAcquired], [HookLeaseLost] and [HookLeaseHandedOff], and the
+// leases held are in [Stats].Leases.
 //
 // # The guarantee
 //
