@@ -214,9 +214,9 @@ func (e *LeaseLostError) Unwrap() error { return ErrLeaseLost }
 // NewStoreCoordinator returns the default [Coordinator]: the single process
 // over s. Initialise calls init with s at once, Acquire grants every ready
 // shard that is not held (reason [AcquireInitial], epoch 0), Commit is
-// s.Save, leases are never lost or handed off, and Leave does nothing. It is what a Loader uses when
-// [WithCoordinator] is not given, over the store of Config.Dir or
-// [WithStore].
+// s.Save, leases are never lost or handed off, and Leave does nothing. It
+// is what a Loader uses when [WithCoordinator] is not given, over the
+// store of Config.Dir or [WithStore].
 func NewStoreCoordinator(s PositionStore) Coordinator {
 	return storeCoordinator{store: s}
 }

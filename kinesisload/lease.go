@@ -141,6 +141,11 @@ func (s *session) leaseLost(ls Lease, err error, since time.Time) {
 		lost, _ = errors.AsType[*LeaseLostError](ls.Err())
 	}
 	e := LeaseLost{Stream: s.l.cfg.Stream, ShardID: ls.Shard(), Epoch: ls.Epoch(), Held: time.Since(since)}
+	if lost != nil && lost.Why == LostReleased {
+		// Given up by Leave while the loop was stuck: not a loss.
+		s.l.stats.leaseEnded(e.ShardID, endUncounted)
+		return
+	}
 	if lost != nil {
 		e.Reason, e.Err = lost.Why, lost
 	} else if err != nil && !errors.Is(err, context.Canceled) {
