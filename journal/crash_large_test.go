@@ -18,21 +18,6 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-// largeEnv, set in the environment of the "append" helper (runAndKill
-// starts it), makes the child run helperAppendLarge instead of
-// helperAppend. The dispatch is in init below rather than in runHelper so
-// that this test lives in a file of its own and reuses runAndKill and
-// checkRun unchanged.
-const largeEnv = "TIDEMARK_JOURNAL_LARGE"
-
-func init() {
-	if os.Getenv(helperEnv) == "append" && os.Getenv(largeEnv) != "" {
-		err := helperAppendLarge(os.Getenv(helperDirEnv), os.Getenv(helperRunEnv))
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		os.Exit(1)
-	}
-}
-
 // largeConfig is the config of the large-record crash test: segments of
 // 1 MiB, so that some kills land in a roll.
 func largeConfig() Config {
@@ -171,7 +156,6 @@ func largeReplay(t *testing.T, j *FileJournal) (calls []string, sums []uint32, n
 // acknowledged call must be replayed with exactly its bytes, no call may
 // be replayed in part, and the records of earlier runs must be unchanged.
 func TestCrashKill9LargeBatches(t *testing.T) {
-	t.Setenv(largeEnv, "1")
 	kills := 20
 	if testing.Short() {
 		kills = 5
@@ -187,7 +171,7 @@ func TestCrashKill9LargeBatches(t *testing.T) {
 	torn, records, acks := 0, 0, 0
 	for runs := range kills {
 		run := fmt.Sprintf("r%d", runs)
-		cr := runAndKill(t, dir, run, rng)
+		cr := runAndKill(t, "append-large", dir, run, rng)
 		acks += len(cr.acked)
 
 		j, err := Open(dir, largeConfig())

@@ -48,12 +48,12 @@ type childRun struct {
 	errs  []string
 }
 
-// runAndKill starts an appending child, kills it with SIGKILL at a random
-// moment after it opened the journal, and returns what it reported
-// before it died.
-func runAndKill(t *testing.T, dir, run string, rng *rand.Rand) childRun {
+// runAndKill starts an appending child in helper mode ("append" or
+// "append-large"), kills it with SIGKILL at a random moment after it
+// opened the journal, and returns what it reported before it died.
+func runAndKill(t *testing.T, mode, dir, run string, rng *rand.Rand) childRun {
 	t.Helper()
-	cmd := helperCmd("append", dir, run)
+	cmd := helperCmd(mode, dir, run)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestCrashKill9(t *testing.T) {
 	runs, acks := 0, 0
 	for ; runs < 3 || time.Since(start) < budget; runs++ {
 		run := fmt.Sprintf("r%d", runs)
-		cr := runAndKill(t, dir, run, rng)
+		cr := runAndKill(t, "append", dir, run, rng)
 		acks += len(cr.acked)
 
 		j, err := Open(dir, helperConfig())

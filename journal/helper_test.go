@@ -45,6 +45,8 @@ func runHelper(mode string) (int, error) {
 		return 1, err
 	case "append":
 		return 1, helperAppend(dir, os.Getenv(helperRunEnv))
+	case "append-large":
+		return 1, helperAppendLarge(dir, os.Getenv(helperRunEnv))
 	}
 	return 2, fmt.Errorf("unknown helper mode %q", mode)
 }
