@@ -204,20 +204,27 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	}
 	dir := filepath.Join("testdata", "fuzz", "FuzzDecodeFrame")
 	for name, b := range seeds {
-		content := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)
-		path := filepath.Join(dir, name)
-		if *writeSeeds {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
+		writeOrCheckSeed(t, filepath.Join(dir, name), fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b), "TestWriteFuzzSeeds")
+	}
+}
+
+// writeOrCheckSeed writes a fuzz seed file at path with content when run
+// with -write-fuzz-seeds; otherwise it reports an error unless the
+// committed file holds exactly content (test names the test that
+// rewrites it).
+func writeOrCheckSeed(t *testing.T, path, content, test string) {
+	t.Helper()
+	if *writeSeeds {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
 		}
-		got, err := os.ReadFile(path)
-		if err != nil || string(got) != content {
-			t.Errorf("seed %s is missing or stale (err %v); run go test -run TestWriteFuzzSeeds -write-fuzz-seeds", path, err)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
 		}
+		return
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || string(got) != content {
+		t.Errorf("seed %s is missing or stale (err %v); run go test -run %s -write-fuzz-seeds", path, err, test)
 	}
 }

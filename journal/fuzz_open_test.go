@@ -312,19 +312,6 @@ func TestWriteOpenFuzzSeeds(t *testing.T) {
 	dir := filepath.Join("testdata", "fuzz", "FuzzOpen")
 	for name, s := range openSeeds(t) {
 		content := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n[]byte(%q)\nuint16(%d)\n", s.seg, s.snap, s.snapIndex)
-		path := filepath.Join(dir, "seed-"+name)
-		if *writeSeeds {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		got, err := os.ReadFile(path)
-		if err != nil || string(got) != content {
-			t.Errorf("seed %s is missing or stale (err %v); run go test -run TestWriteOpenFuzzSeeds -write-fuzz-seeds", path, err)
-		}
+		writeOrCheckSeed(t, filepath.Join(dir, "seed-"+name), content, "TestWriteOpenFuzzSeeds")
 	}
 }
