@@ -313,3 +313,75 @@ func TestPacerRealClockCancelledMidWait(t *testing.T) {
 		t.Fatalf("Wait = %v, want context.DeadlineExceeded", err)
 	}
 }
+
+// A call that starts later than the pacer let it through (its caller
+// waited for something else in between) is the one the next call is
+// spaced from, and a hold counts from it too.
+func TestPacerStartedCountsFromTheActualCall(t *testing.T) {
+	c := newFakeClock()
+	p := NewPacer(200*time.Millisecond, c)
+	ctx := context.Background()
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.advance(150 * time.Millisecond) // waits for memory, then calls
+	p.Started()
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.Started() // right after Wait: no change
+	p.Hold(300 * time.Millisecond)
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Duration{0, 200 * time.Millisecond, 300 * time.Millisecond}
+	if diff := cmp.Diff(want, c.takeSleeps()); diff != "" {
+		t.Errorf("sleeps (-want +got):\n%s", diff)
+	}
+}
+
+// A window pacer lets any window+1 calls in a row through at least
+// window*interval + margin apart, and otherwise one interval apart.
+func TestWindowPacerKeepsAMarginOverTheWindow(t *testing.T) {
+	c := newFakeClock()
+	p := NewWindowPacer(200*time.Millisecond, 5, 5*time.Millisecond, c)
+	ctx := context.Background()
+	start := c.Now()
+	var at []time.Duration
+	for range 12 {
+		if err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		at = append(at, c.Now().Sub(start))
+	}
+	ms := time.Millisecond
+	want := []time.Duration{0, 200 * ms, 400 * ms, 600 * ms, 800 * ms, 1005 * ms, 1205 * ms, 1405 * ms, 1605 * ms, 1805 * ms, 2010 * ms, 2210 * ms}
+	if diff := cmp.Diff(want, at); diff != "" {
+		t.Errorf("calls let through at (-want +got):\n%s", diff)
+	}
+}
+
+// A call's own overrun (here: Started later than Wait returned) counts
+// towards the window's margin: it is not added on top of it.
+func TestWindowPacerCountsOverrunTowardsTheMargin(t *testing.T) {
+	c := newFakeClock()
+	p := NewWindowPacer(200*time.Millisecond, 5, 5*time.Millisecond, c)
+	ctx := context.Background()
+	start := c.Now()
+	var at []time.Duration
+	for i := range 7 {
+		if err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			c.advance(3 * time.Millisecond)
+			p.Started()
+		}
+		at = append(at, c.Now().Sub(start))
+	}
+	ms := time.Millisecond
+	want := []time.Duration{0, 203 * ms, 403 * ms, 603 * ms, 803 * ms, 1005 * ms, 1208 * ms}
+	if diff := cmp.Diff(want, at); diff != "" {
+		t.Errorf("calls let through at (-want +got):\n%s", diff)
+	}
+}
