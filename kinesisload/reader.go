@@ -26,12 +26,13 @@ const (
 
 // Kinesis counts a shard's GetRecords calls per second where it serves
 // them, after the network's delay: besides minInterval between two calls,
-// any readerCallWindow+1 calls in a row are at least readerCallWindow
-// times minInterval plus readerCallMargin apart, so that up to that much
-// difference in the delay of two calls a second apart is not throttled.
-// The margin costs at most a fifth of itself per call (1 ms in 200 ms:
-// 0.5% of the rate), and less when the calls are spaced further anyway
-// (a wait's overrun counts towards it, and a large page's byte hold).
+// any readerCallWindow+1 calls in a row are kept readerCallWindow times
+// minInterval plus readerCallMargin apart, counted from when Kinesis
+// served the first (estimated from its answer: backoff.NewWindowPacer), so
+// that a call delayed on its way, or a few milliseconds of jitter, does
+// not put six calls in Kinesis's second. The margin costs at most a fifth
+// of itself per call (1 ms in 200 ms: 0.5% of the rate), and less when
+// the calls are spaced further anyway.
 const (
 	readerCallWindow = 5
 	readerCallMargin = 5 * time.Millisecond
@@ -460,6 +461,7 @@ func (r *reader) getRecords(ctx context.Context, iter string) (*kinesis.GetRecor
 			held = n
 		}
 		out, err := r.cfg.client.GetRecords(cctx, in, noSDKRetries)
+		r.pacer.Answered()
 		if err != nil {
 			r.cfg.buffer.release(held)
 			held = 0

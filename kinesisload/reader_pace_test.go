@@ -71,22 +71,31 @@ func TestReaderSpacesCallsFromWhenTheyAreMadeAfterWaitingForTheBudget(t *testing
 }
 
 // Calls paced exactly 200 ms apart as they leave reach Kinesis unevenly
-// when the network delays them unevenly: one delayed 3 ms more than the
-// fifth call after it puts six in Kinesis's second, and it is throttled.
-// The reader keeps a margin over every five calls in a row, so a few
-// milliseconds of jitter is never throttled.
+// when the network (or a pause of the process) delays them unevenly: one
+// delayed more than the fifth call after it puts six in Kinesis's second,
+// and it is throttled. The reader keeps a margin over every six calls in
+// a row, counted from when Kinesis served the first (its answer less the
+// shortest round trip), so neither a few milliseconds of jitter nor a
+// call stalled on its way is throttled.
 func TestReaderAbsorbsLatencyJitterInTheCallWindow(t *testing.T) {
+	for _, extra := range []time.Duration{3 * time.Millisecond, 30 * time.Millisecond} {
+		t.Run(extra.String(), func(t *testing.T) { testReaderJitter(t, extra) })
+	}
+}
+
+func testReaderJitter(t *testing.T, extra time.Duration) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	e := newRDEnv(t) // the real limits
 	const records = 60
 	want := e.put("r", records, 0, time.Millisecond)
 	cfg := e.config(scan.TrimHorizon())
 	cfg.limit = 2 // small pages: the calls per second bind, not the bytes
-	// Every call takes 30 ms to reach Kinesis, every sixth 3 ms more.
+	// Every call takes 30 ms to reach Kinesis, every sixth from the third
+	// extra more (the first has no round trip to compare with).
 	e.client.before = func(_ context.Context, n int, _ *kinesis.GetRecordsInput) (*kinesis.GetRecordsOutput, error) {
 		lat := 30 * time.Millisecond
-		if n%6 == 1 {
-			lat += 3 * time.Millisecond
+		if n%6 == 3 {
+			lat += extra
 		}
 		e.mc.Advance(lat)
 		return nil, nil

@@ -385,3 +385,31 @@ func TestWindowPacerCountsOverrunTowardsTheMargin(t *testing.T) {
 		t.Errorf("calls let through at (-want +got):\n%s", diff)
 	}
 }
+
+// A call delayed on its way (its round trip 30 ms longer than the others')
+// is counted from when it reached the service: its answer less the
+// shortest round trip.
+func TestWindowPacerCountsADelayedCallFromItsArrival(t *testing.T) {
+	c := newFakeClock()
+	p := NewWindowPacer(200*time.Millisecond, 5, 5*time.Millisecond, c)
+	ctx := context.Background()
+	start := c.Now()
+	var at []time.Duration
+	for i := range 7 {
+		if err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		at = append(at, c.Now().Sub(start))
+		trip := 30 * time.Millisecond
+		if i == 1 {
+			trip += 30 * time.Millisecond
+		}
+		c.advance(trip)
+		p.Answered()
+	}
+	ms := time.Millisecond
+	want := []time.Duration{0, 200 * ms, 400 * ms, 600 * ms, 800 * ms, 1005 * ms, 1235 * ms}
+	if diff := cmp.Diff(want, at); diff != "" {
+		t.Errorf("calls let through at (-want +got):\n%s", diff)
+	}
+}

@@ -25,10 +25,14 @@ type Pacer struct {
 	window int
 	margin time.Duration
 
-	mu     sync.Mutex
-	next   time.Time   // earliest time the next call may start; zero: now
-	last   time.Time   // when the last call was let through; zero: none yet
-	recent []time.Time // with a window: the last window calls, oldest first
+	mu   sync.Mutex
+	next time.Time // earliest time the next call may start; zero: now
+	last time.Time // when the last call was let through; zero: none yet
+	// With a window: when the service is taken to have served each of the
+	// last window calls, oldest first, and the round trips of the last
+	// window answered calls.
+	served []time.Time
+	trips  []time.Duration
 }
 
 // NewPacer returns a pacer allowing one call per interval on clock. A nil
@@ -43,15 +47,23 @@ func NewPacer(interval time.Duration, clock Clock) *Pacer {
 
 // NewWindowPacer is [NewPacer] for a service that allows window calls in
 // any window times interval (Kinesis: 5 GetRecords calls per second per
-// shard, an interval of 200 ms and a window of 5), measured where it
-// serves them. Calls spaced exactly one interval apart as they leave
-// reach it unevenly: a call the network delayed more than the fifth call
-// after it puts six calls in the service's second, and one is refused.
+// shard, an interval of 200 ms and a window of 5), counted where it serves
+// them. Calls spaced exactly one interval apart as they leave reach it
+// unevenly: a call that the network, or a pause of the caller's process,
+// delayed more than the fifth call after it puts six calls in the
+// service's second, and one is refused.
+//
 // So besides the interval between two calls, any window+1 calls in a row
-// are let through at least window times interval plus margin apart: the
-// margin absorbs that much difference in delay. It costs margin/window
-// per call only when calls are due at the interval anyway; a real wait's
-// overrun, which already spaces the calls further, counts towards it. A
+// are kept window times interval plus margin apart, counted from when the
+// service served the first of them. That moment is estimated from the
+// call's answer (see [Pacer.Answered]): its arrival less the shortest
+// round trip of the last window calls, but never before the call was let
+// through. A call delayed on its way is thereby counted from when it
+// arrived; the margin absorbs what the estimate cannot see (the
+// difference in delay between the way there and back). The window costs
+// a fifth of the margin per call when calls are due at the interval
+// anyway, plus a fifth of each round trip's excess over the shortest.
+// Without Answered, calls are counted from when they were let through. A
 // non-positive window or interval means [NewPacer].
 func NewWindowPacer(interval time.Duration, window int, margin time.Duration, clock Clock) *Pacer {
 	p := NewPacer(interval, clock)
@@ -78,6 +90,12 @@ func (p *Pacer) Wait(ctx context.Context) error {
 	if p.next.After(now) {
 		slot = p.next
 	}
+	if len(p.served) == p.window && p.window > 0 {
+		// This call is the window+1-th in a row from the oldest.
+		if t := p.served[0].Add(time.Duration(p.window)*p.interval + p.margin); t.After(slot) {
+			slot = t
+		}
+	}
 	p.next = slot.Add(p.interval)
 	p.mu.Unlock()
 	if err := p.clock.Sleep(ctx, slot.Sub(now)); err != nil {
@@ -86,37 +104,26 @@ func (p *Pacer) Wait(ctx context.Context) error {
 	// A real sleep overruns a little: count the interval from the moment
 	// the call is actually let through.
 	p.mu.Lock()
-	p.started(p.clock.Now(), false)
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	if p.window > 0 {
+		if len(p.served) == p.window {
+			copy(p.served, p.served[1:])
+			p.served = p.served[:len(p.served)-1]
+		}
+		p.served = append(p.served, time.Time{}) // set by started
+	}
+	p.started(p.clock.Now())
 	return nil
 }
 
-// started records a call let through at t, or (again) the last one's
-// actual start, and pushes the next slot out accordingly. Called with
-// p.mu held.
-func (p *Pacer) started(t time.Time, again bool) {
+// started records that the last call starts at t. Called with p.mu held.
+func (p *Pacer) started(t time.Time) {
 	p.last = t
 	if t := t.Add(p.interval); t.After(p.next) {
 		p.next = t
 	}
-	if p.window == 0 {
-		return
-	}
-	switch {
-	case again && len(p.recent) > 0:
-		p.recent[len(p.recent)-1] = t
-	case len(p.recent) < p.window:
-		p.recent = append(p.recent, t)
-	default:
-		copy(p.recent, p.recent[1:])
-		p.recent[len(p.recent)-1] = t
-	}
-	if len(p.recent) == p.window {
-		// The next call is the window+1-th in a row from the oldest.
-		span := time.Duration(p.window)*p.interval + p.margin
-		if t := p.recent[0].Add(span); t.After(p.next) {
-			p.next = t
-		}
+	if n := len(p.served); n > 0 {
+		p.served[n-1] = t
 	}
 }
 
@@ -129,7 +136,34 @@ func (p *Pacer) started(t time.Time, again bool) {
 func (p *Pacer) Started() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.started(p.clock.Now(), true)
+	p.started(p.clock.Now())
+}
+
+// Answered records that the answer to the last call let through (by
+// [Pacer.Wait], or [Pacer.Started]) arrived now, whatever it was. A pacer
+// with a window uses it to tell when the service served the call (see
+// [NewWindowPacer]); other pacers ignore it.
+func (p *Pacer) Answered() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.served)
+	if p.window == 0 || n == 0 {
+		return
+	}
+	now := p.clock.Now()
+	trip := max(now.Sub(p.last), 0)
+	if len(p.trips) == p.window {
+		copy(p.trips, p.trips[1:])
+		p.trips = p.trips[:len(p.trips)-1]
+	}
+	p.trips = append(p.trips, trip)
+	shortest := trip
+	for _, d := range p.trips {
+		shortest = min(shortest, d)
+	}
+	if t := now.Add(-shortest); t.After(p.served[n-1]) {
+		p.served[n-1] = t
+	}
 }
 
 // Hold makes the next call start at least d after the last call was let
