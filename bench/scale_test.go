@@ -233,7 +233,8 @@ func runFor(tb testing.TB, l *kinesisload.Loader, d time.Duration) time.Duration
 // run twice in the same process: with the Loader's default bounds
 // (MaxBufferedBytes 128 MiB, MaxConcurrentDeliveries 64) and with them
 // switched off. Reported: each one's steady rate per shard as a fraction
-// of 2 MiB/s, and bounded over unbounded.
+// of 2 MiB/s, bounded over unbounded, and the GetRecords calls the fake
+// throttled (ProvisionedThroughputExceeded) in each.
 func BenchmarkConsumeAtLimitBounds(b *testing.B) {
 	for _, c := range []struct {
 		shards   int
@@ -245,7 +246,7 @@ func BenchmarkConsumeAtLimitBounds(b *testing.B) {
 		{16, 10000, 1023 * 4, 0},
 	} {
 		b.Run(fmt.Sprintf("shards=%d/page=%d/latency=%v", c.shards, c.page, c.latency), func(b *testing.B) {
-			rate := func(bounded bool) (mean, low float64) {
+			rate := func(bounded bool) (mean, low float64, throttles int64) {
 				fake := limitFake(b, c.shards, c.perShard)
 				sk := newSink(sinkDelay, int64(c.shards*c.perShard))
 				l := newLoader(b, latency{Client: fake, d: c.latency}, "s", sk, fileStore(b), func(cfg *kinesisload.Config) {
@@ -257,18 +258,22 @@ func BenchmarkConsumeAtLimitBounds(b *testing.B) {
 				}, quiet())
 				runUntil(b, l, sk.done, 5*time.Minute)
 				checkOrder(b, sk.tallies(), c.shards, c.perShard)
-				return steady(sk.tallies())
+				mean, low = steady(sk.tallies())
+				return mean, low, throttled(b, fake, "s")
 			}
 			var on, onLow, off, offLow float64
+			var onThrottled, offThrottled int64
 			for b.Loop() {
-				off, offLow = rate(false)
-				on, onLow = rate(true)
+				off, offLow, offThrottled = rate(false)
+				on, onLow, onThrottled = rate(true)
 			}
 			b.ReportMetric(on/readBudget, "bounded-of-budget")
 			b.ReportMetric(onLow/readBudget, "bounded-lowest-shard-of-budget")
 			b.ReportMetric(off/readBudget, "unbounded-of-budget")
 			b.ReportMetric(offLow/readBudget, "unbounded-lowest-shard-of-budget")
 			b.ReportMetric(on/off, "bounded/unbounded")
+			b.ReportMetric(float64(onThrottled), "bounded-throttled")
+			b.ReportMetric(float64(offThrottled), "unbounded-throttled")
 		})
 	}
 }
