@@ -60,7 +60,13 @@ type pageDecoder struct {
 // is on a whole Kinesis record (TestAggregateNeverSplit).
 func (d *pageDecoder) decode(rs []types.Record) ([]Record, int64) {
 	out := make([]Record, 0, len(rs))
+	var total, seen int
 	for i := range rs {
+		total += len(rs[i].Data)
+	}
+	for i := range rs {
+		out = growForDecode(out, i, len(rs[i].Data), seen, total)
+		seen += len(rs[i].Data)
 		r := Record{
 			Data:           rs[i].Data,
 			PartitionKey:   aws.ToString(rs[i].PartitionKey),
@@ -89,6 +95,30 @@ func (d *pageDecoder) decode(rs []types.Record) ([]Record, int64) {
 		bytes += int64(len(out[i].Data) + len(out[i].PartitionKey))
 	}
 	return out, bytes
+}
+
+// growForDecode makes room in out, which holds the user records of the
+// first i Kinesis records of a page (seen bytes of the page's total), for
+// those of the next one, of size bytes. Once the records seen have turned
+// into more user records than Kinesis records (aggregates), it grows out
+// to the page's expected total at the rate seen so far, plus an eighth:
+// one or two copies per page instead of one per doubling, each of which
+// the garbage collector would zero and scan. A decoder that needs more
+// still grows the slice itself.
+func growForDecode(out []Record, i, size, seen, total int) []Record {
+	if len(out) <= i || seen == 0 {
+		return out
+	}
+	// The user records expected from this record, at the rate seen.
+	need := int(int64(len(out))*int64(size)/int64(seen)) + 1
+	if cap(out)-len(out) >= need {
+		return out
+	}
+	want := int(int64(len(out)) * int64(total) / int64(seen))
+	want += want / 8
+	grown := make([]Record, len(out), max(want, len(out)+need))
+	copy(grown, out)
+	return grown
 }
 
 // decodeSafely calls dec and turns a panic into an error.

@@ -273,7 +273,11 @@ func (d *kplDecoder) Decode(dst []Record, r Record) ([]Record, error) {
 		}
 		v, l := protowire.ConsumeBytes(m)
 		m = m[l:]
-		pki, ehki, hasEHK, data, err := parseKPLRecord(v)
+		pki, ehki, hasEHK, data, ok := parseKPLRecordFast(v)
+		var err error
+		if !ok {
+			pki, ehki, hasEHK, data, err = parseKPLRecord(v)
+		}
 		if err != nil {
 			clear(out[start:])
 			return dst[:start], badAggregate("record %d: %v", i, err)
@@ -316,6 +320,42 @@ func (d *kplDecoder) Decode(dst []Record, r Record) ([]Record, error) {
 		d.outside(r, outside, firstOut, firstKey, firstOK)
 	}
 	return out, nil
+}
+
+// parseKPLRecordFast decodes a Record message encoded as the KPL writes
+// it: partition_key_index, perhaps explicit_hash_key_index, then data, and
+// nothing else. It returns ok false for anything else (tags, another
+// order, a repeated field, a bad varint or length), which parseKPLRecord
+// then decodes or refuses; when ok, its result is parseKPLRecord's.
+func parseKPLRecordFast(m []byte) (pki, ehki uint64, hasEHK bool, data []byte, ok bool) {
+	const (
+		pkTag   = kplRecPartitionKeyIdx<<3 | byte(protowire.VarintType)
+		ehkTag  = kplRecExplicitHashIdx<<3 | byte(protowire.VarintType)
+		dataTag = kplRecData<<3 | byte(protowire.BytesType)
+	)
+	if len(m) == 0 || m[0] != pkTag {
+		return 0, 0, false, nil, false
+	}
+	pki, l := protowire.ConsumeVarint(m[1:])
+	if l < 0 {
+		return 0, 0, false, nil, false
+	}
+	m = m[1+l:]
+	if len(m) > 0 && m[0] == ehkTag {
+		if ehki, l = protowire.ConsumeVarint(m[1:]); l < 0 {
+			return 0, 0, false, nil, false
+		}
+		hasEHK = true
+		m = m[1+l:]
+	}
+	if len(m) == 0 || m[0] != dataTag {
+		return 0, 0, false, nil, false
+	}
+	data, l = protowire.ConsumeBytes(m[1:])
+	if l < 0 || 1+l != len(m) {
+		return 0, 0, false, nil, false
+	}
+	return pki, ehki, hasEHK, data, true
 }
 
 // parseKPLRecord decodes one Record message: its partition key index,
