@@ -61,8 +61,10 @@
 //
 // A consume loop reads one page ahead while the Sink works on the current
 // one, follows empty pages, waits [Config.IdleWait] at the tip, keeps within
-// five GetRecords calls per second per shard, backs off with jitter when
-// throttled, and replaces an expired iterator with one just after the last
+// five GetRecords calls and 2 MiB per second per shard (counting each call
+// from when Kinesis served it, so that network delay does not bunch calls
+// up, with a few milliseconds to spare per second), backs off with jitter
+// when throttled, and replaces an expired iterator with one just after the last
 // record it read. Across all shards, the bytes of records held (pages
 // fetched ahead and pages in the Sink) stay within
 // [Config.MaxBufferedBytes] and the Deliver calls in progress within

@@ -54,17 +54,18 @@ func NewPacer(interval time.Duration, clock Clock) *Pacer {
 // service's second, and one is refused.
 //
 // So besides the interval between two calls, any window+1 calls in a row
-// are kept window times interval plus margin apart, counted from the
-// first of them: the margin absorbs up to that much difference in delay.
-// A call delayed longer (a pause of the process, a slow network path) is
-// recognised by its answer (see [Pacer.Answered]): when its round trip
-// exceeds the shortest of the last window calls by more than the margin,
-// the excess beyond the margin is taken as delay on its way, and the
-// call is counted from that much later. The window costs a window-th of
-// the margin per call when calls are due at the interval anyway (and a
-// window-th of such excesses). Without Answered, calls are counted from
-// when they were let through. A non-positive window or interval means
-// [NewPacer].
+// are kept window times interval plus margin apart, counted from when the
+// service served the first of them. That moment is estimated from the
+// call's answer (see [Pacer.Answered]): its arrival less the shortest
+// round trip of the last window calls, but never before the call was let
+// through. A call delayed on its way (a pause of the process, a slow
+// network path) is thereby counted from when it arrived; the margin
+// absorbs what the estimate cannot see (the difference in delay between
+// the way there and back). The window costs a window-th of the margin per
+// call when calls are due at the interval anyway, plus a window-th of each
+// round trip's excess over the shortest. Without Answered, calls are
+// counted from when they were let through. A non-positive window or
+// interval means [NewPacer].
 func NewWindowPacer(interval time.Duration, window int, margin time.Duration, clock Clock) *Pacer {
 	p := NewPacer(interval, clock)
 	if window > 0 && p.interval > 0 {
@@ -161,11 +162,8 @@ func (p *Pacer) Answered() {
 	for _, d := range p.trips {
 		shortest = min(shortest, d)
 	}
-	// The margin covers that much delay already: count only the rest.
-	if late := trip - shortest - p.margin; late > 0 {
-		if t := p.last.Add(late); t.After(p.served[n-1]) {
-			p.served[n-1] = t
-		}
+	if t := now.Add(-shortest); t.After(p.served[n-1]) {
+		p.served[n-1] = t
 	}
 }
 
