@@ -34,7 +34,8 @@ var (
 )
 
 // Fake is an in-memory Kinesis. The zero Fake is not usable; call [New].
-// A Fake is safe for concurrent use and starts no goroutines.
+// A Fake is safe for concurrent use and starts no goroutines, except one
+// per open fan-out subscription ([Fake.SubscribeToShard]).
 type Fake struct {
 	cfg config
 	key [32]byte // signs iterators and NextTokens, so forged ones are refused
@@ -46,6 +47,7 @@ type Fake struct {
 	faults   []*faultEntry
 	calls    map[Op]int
 	faultSeq uint64
+	fo       fanout // registered consumers (fanout.go)
 
 	// past remembers, by name, the deleted streams, so that a stream
 	// re-created under the same name is a new stream, as in Kinesis: a

@@ -25,17 +25,35 @@ type Limits struct {
 	// accepts in any one-second window (real Kinesis: 5). [DefaultLimits]
 	// leaves it off; set it to test code that asks for iterators in a loop.
 	GetShardIteratorPerSecond int
+	// SubscriptionBytesPerSecond is the read throughput of one fan-out
+	// consumer on one shard, its own beside every other consumer's and
+	// the polling readers' (real Kinesis: 2 MiB/s).
+	SubscriptionBytesPerSecond int64
+	// SubscribeToShardPerSecond is how many SubscribeToShard calls a
+	// consumer may make per second on one shard (real Kinesis: 1); more
+	// give *types.LimitExceededException.
+	SubscribeToShardPerSecond int
+	// ResubscribeWindow is how long after a consumer's successful
+	// SubscribeToShard on a shard another one for the same shard gives
+	// *types.ResourceInUseException (real Kinesis: 5 s).
+	ResubscribeWindow time.Duration
 }
 
 // DefaultLimits returns the data-plane limits of a provisioned Kinesis
 // shard: 5 GetRecords calls and 2 MiB read per second, 1,000 records and
-// 1 MiB written per second. The GetShardIterator limit stays off.
+// 1 MiB written per second; for enhanced fan-out 2 MiB/s per consumer and
+// shard, one SubscribeToShard call per second per consumer and shard, and
+// none within 5 s of the last successful one. The GetShardIterator limit
+// stays off.
 func DefaultLimits() Limits {
 	return Limits{
-		GetRecordsPerSecond:   5,
-		ReadBytesPerSecond:    2 << 20,
-		WriteRecordsPerSecond: 1000,
-		WriteBytesPerSecond:   1 << 20,
+		GetRecordsPerSecond:        5,
+		ReadBytesPerSecond:         2 << 20,
+		WriteRecordsPerSecond:      1000,
+		WriteBytesPerSecond:        1 << 20,
+		SubscriptionBytesPerSecond: 2 << 20,
+		SubscribeToShardPerSecond:  1,
+		ResubscribeWindow:          5 * time.Second,
 	}
 }
 
@@ -60,6 +78,9 @@ type config struct {
 	shardLimit int
 	region     string
 	account    string
+	// consumerActivation is how long a registered consumer stays
+	// CREATING.
+	consumerActivation time.Duration
 }
 
 // An Option configures [New]. Options are made only by this package's
@@ -132,6 +153,18 @@ func WithAccountID(id string) Option {
 	return optionFunc(func(cfg *config) {
 		if id != "" {
 			cfg.account = id
+		}
+	})
+}
+
+// WithConsumerActivation makes a registered fan-out consumer CREATING for
+// d on the fake's clock before it is ACTIVE (Kinesis takes a few
+// seconds). Default 0: ACTIVE at once (RegisterStreamConsumer's answer
+// still says CREATING). A negative d keeps the default.
+func WithConsumerActivation(d time.Duration) Option {
+	return optionFunc(func(cfg *config) {
+		if d >= 0 {
+			cfg.consumerActivation = d
 		}
 	})
 }

@@ -87,6 +87,7 @@ func (f *Fake) append(st *stream, e putEntry, now time.Time) (*shard, string, bo
 	r := record{seq: st.nextSeq(), key: e.key, data: append([]byte(nil), e.data...), arrival: arrival}
 	f.trim(s, now)
 	s.records = append(s.records, r)
+	f.notifyLocked() // wake the subscriptions
 	s.stats.RecordsWritten++
 	s.stats.BytesWritten += int64(size)
 	return s, seqString(r.seq, s.index), true

@@ -37,47 +37,9 @@ func (f *Fake) GetShardIterator(ctx context.Context, in *kinesis.GetShardIterato
 	if err != nil {
 		return nil, err
 	}
-	var from uint64
-	switch typ := in.ShardIteratorType; typ {
-	case types.ShardIteratorTypeTrimHorizon:
-		from = 0
-	case types.ShardIteratorTypeLatest:
-		from = st.seq + 1
-	case types.ShardIteratorTypeAtTimestamp:
-		if in.Timestamp == nil {
-			return nil, errInvalidArgument("Timestamp must be provided for ShardIteratorType %s", typ)
-		}
-		t := in.Timestamp.Truncate(time.Millisecond)
-		if t.UnixMilli() > now.UnixMilli() {
-			return nil, errInvalidArgument("The timestampInMillis parameter cannot be greater than the currentTimestampInMillis. timestampInMillis: %d, currentTimestampInMillis: %d", t.UnixMilli(), now.UnixMilli())
-		}
-		i := sort.Search(len(s.records), func(i int) bool { return !s.records[i].arrival.Before(t) })
-		if i < len(s.records) {
-			from = s.records[i].seq
-		} else {
-			from = st.seq + 1
-		}
-	case types.ShardIteratorTypeAtSequenceNumber, types.ShardIteratorTypeAfterSequenceNumber:
-		if in.StartingSequenceNumber == nil {
-			return nil, errInvalidArgument("StartingSequenceNumber must be provided for ShardIteratorType %s", typ)
-		}
-		seq := *in.StartingSequenceNumber
-		n, idx, ok := parseSeq(seq)
-		if !ok || idx != s.index {
-			return nil, errInvalidArgument("StartingSequenceNumber %s used in GetShardIterator on shard %s in stream %s under account %s is invalid.", seq, s.id, st.name, f.cfg.account)
-		}
-		// A number below the shard's first was never this shard's: it
-		// belongs to a stream deleted before this one was created under
-		// the same name.
-		if n < s.startSeq {
-			return nil, errInvalidArgument("StartingSequenceNumber %s used in GetShardIterator on shard %s in stream %s under account %s is invalid because it did not come from this stream.", seq, s.id, st.name, f.cfg.account)
-		}
-		from = n
-		if typ == types.ShardIteratorTypeAfterSequenceNumber {
-			from = n + 1
-		}
-	default:
-		return nil, errInvalidArgument("ShardIteratorType %q is not one of TRIM_HORIZON, LATEST, AT_TIMESTAMP, AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER", typ)
+	from, err := f.startOf(st, s, in.ShardIteratorType, in.StartingSequenceNumber, in.Timestamp, now, "GetShardIterator")
+	if err != nil {
+		return nil, err
 	}
 	if !f.allowIterator(s, now) {
 		s.stats.GetShardIteratorThrottled++
@@ -217,4 +179,53 @@ func (f *Fake) childShards(st *stream, s *shard) []types.ChildShard {
 
 func hashRange(s *shard) *types.HashKeyRange {
 	return &types.HashKeyRange{StartingHashKey: aws.String(s.lo.String()), EndingHashKey: aws.String(s.hi.String())}
+}
+
+// startOf returns the sequence counter a read of shard s starting at a
+// position of type typ begins at (see [Fake.GetShardIterator]); op names
+// the call in error messages. f.mu must be held.
+func (f *Fake) startOf(st *stream, s *shard, typ types.ShardIteratorType, seqNum *string, ts *time.Time, now time.Time, op string) (uint64, error) {
+	var from uint64
+	switch typ {
+	case types.ShardIteratorTypeTrimHorizon:
+		from = 0
+	case types.ShardIteratorTypeLatest:
+		from = st.seq + 1
+	case types.ShardIteratorTypeAtTimestamp:
+		if ts == nil {
+			return 0, errInvalidArgument("Timestamp must be provided for ShardIteratorType %s", typ)
+		}
+		t := ts.Truncate(time.Millisecond)
+		if t.UnixMilli() > now.UnixMilli() {
+			return 0, errInvalidArgument("The timestampInMillis parameter cannot be greater than the currentTimestampInMillis. timestampInMillis: %d, currentTimestampInMillis: %d", t.UnixMilli(), now.UnixMilli())
+		}
+		i := sort.Search(len(s.records), func(i int) bool { return !s.records[i].arrival.Before(t) })
+		if i < len(s.records) {
+			from = s.records[i].seq
+		} else {
+			from = st.seq + 1
+		}
+	case types.ShardIteratorTypeAtSequenceNumber, types.ShardIteratorTypeAfterSequenceNumber:
+		if seqNum == nil {
+			return 0, errInvalidArgument("StartingSequenceNumber must be provided for ShardIteratorType %s", typ)
+		}
+		seq := *seqNum
+		n, idx, ok := parseSeq(seq)
+		if !ok || idx != s.index {
+			return 0, errInvalidArgument("StartingSequenceNumber %s used in %s on shard %s in stream %s under account %s is invalid.", seq, op, s.id, st.name, f.cfg.account)
+		}
+		// A number below the shard's first was never this shard's: it
+		// belongs to a stream deleted before this one was created under
+		// the same name.
+		if n < s.startSeq {
+			return 0, errInvalidArgument("StartingSequenceNumber %s used in %s on shard %s in stream %s under account %s is invalid because it did not come from this stream.", seq, op, s.id, st.name, f.cfg.account)
+		}
+		from = n
+		if typ == types.ShardIteratorTypeAfterSequenceNumber {
+			from = n + 1
+		}
+	default:
+		return 0, errInvalidArgument("ShardIteratorType %q is not one of TRIM_HORIZON, LATEST, AT_TIMESTAMP, AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER", typ)
+	}
+	return from, nil
 }

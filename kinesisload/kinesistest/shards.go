@@ -195,6 +195,7 @@ func describeShard(s *shard) types.Shard {
 func (f *Fake) close(st *stream, s *shard, now time.Time) {
 	s.endSeq = st.nextSeq()
 	s.closed = now
+	f.notifyLocked() // wake the subscriptions
 }
 
 // SplitShard closes an open shard and creates two children that share its

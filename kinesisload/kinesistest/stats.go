@@ -22,6 +22,21 @@ type ShardStats struct {
 	BytesWritten   int64
 	// WritesThrottled counts records refused by a write limit.
 	WritesThrottled int64
+	// SubscribeCalls counts the subscriptions started on the shard
+	// (enhanced fan-out, every consumer); SubscribeRefused the
+	// SubscribeToShard calls refused by [Limits.SubscribeToShardPerSecond]
+	// or [Limits.ResubscribeWindow].
+	SubscribeCalls   int64
+	SubscribeRefused int64
+	// SubscriptionsExpired counts subscriptions ended by
+	// [SubscriptionTTL] (not those closed by their reader first).
+	SubscriptionsExpired int64
+	// EventsSent counts the events the shard's subscriptions made
+	// (heartbeats included); RecordsPushed and BytesPushed sum their
+	// records and sizes.
+	EventsSent    int64
+	RecordsPushed int64
+	BytesPushed   int64
 }
 
 // Stats returns the statistics of one shard of a stream. The shard may be
