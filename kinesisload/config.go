@@ -160,6 +160,16 @@ type Config struct {
 	// anything else as read; see the package docs, "KPL aggregation").
 	// [RawDecoder] turns de-aggregation off.
 	Decoder Decoder
+	// ReadMode is how shards are read: [ReadPolling] (GetRecords, the
+	// default) or [ReadFanOut] (enhanced fan-out, SubscribeToShard, with
+	// ConsumerName). Resolving LATEST reads with GetRecords in both modes.
+	ReadMode ReadMode
+	// ConsumerName is the stream consumer that [ReadFanOut] reads with,
+	// registered by the Loader if the stream has none of that name and
+	// reused otherwise (never deregistered: see [DeregisterConsumer]).
+	// Required with ReadFanOut, refused with ReadPolling; 1 to 128
+	// characters of a-z, A-Z, 0-9, '_', '-' and '.'. Default "".
+	ConsumerName string
 }
 
 // DefaultConfig returns a Config with every default filled in.
@@ -229,6 +239,14 @@ func (c Config) Validate() error {
 		return bad("KinesisMaxBackoff", c.KinesisMaxBackoff, "must not be negative")
 	case c.KinesisMaxBackoff > 0 && c.KinesisMaxBackoff < c.KinesisBackoff:
 		return bad("KinesisMaxBackoff", c.KinesisMaxBackoff, fmt.Sprintf("must be at least KinesisBackoff (%v)", c.KinesisBackoff))
+	case c.ReadMode != ReadPolling && c.ReadMode != ReadFanOut:
+		return bad("ReadMode", c.ReadMode, "must be ReadPolling or ReadFanOut")
+	case c.ReadMode == ReadFanOut && c.ConsumerName == "":
+		return bad("ConsumerName", `""`, "ReadMode fan-out needs a consumer name")
+	case c.ReadMode == ReadFanOut && !consumerNameExpr.MatchString(c.ConsumerName):
+		return bad("ConsumerName", c.ConsumerName, "must be 1 to 128 characters of a-z, A-Z, 0-9, '_', '-' and '.'")
+	case c.ReadMode == ReadPolling && c.ConsumerName != "":
+		return bad("ConsumerName", c.ConsumerName, "used only with ReadMode fan-out")
 	}
 	if c.StartPosition.Kind != 0 {
 		if err := c.StartPosition.Validate(); err != nil {
@@ -317,8 +335,10 @@ type options struct {
 	logger   *slog.Logger
 	hooks    []Hook
 	// tune adjusts every reader's configuration; tests use it to pace
-	// reads faster than Kinesis allows.
-	tune func(*readerConfig)
+	// reads faster than Kinesis allows. tuneFanOut does the same for the
+	// fan-out readers, after tune.
+	tune       func(*readerConfig)
+	tuneFanOut func(*fanoutConfig)
 }
 
 // WithClient sets the Kinesis client. Anything that satisfies [scan.Client]

@@ -62,9 +62,9 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 	if l.opt.tune != nil {
 		l.opt.tune(&rc)
 	}
-	rd, err := newReader(rc)
+	read, err := c.newReader(gctx, rc)
 	if err != nil {
-		return false, stopError(stream, c.shard, "GetShardIterator", ErrKinesis, err)
+		return false, err
 	}
 	l.stats.reading(c.shard, true)
 	defer l.stats.reading(c.shard, false)
@@ -77,7 +77,7 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(pages)
-		readErr <- rd.run(rctx, pages)
+		readErr <- read(rctx, pages)
 	}()
 	defer func() {
 		stopReading()

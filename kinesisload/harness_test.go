@@ -291,6 +291,7 @@ func start(t *testing.T, ctx context.Context, cfg Config, opts ...Option) *runni
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	opts = append([]Option{fast, WithLogger(logger)}, opts...)
+	cfg, opts = withTestReadMode(cfg, opts)
 	l, err := New(cfg, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)

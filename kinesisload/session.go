@@ -37,6 +37,9 @@ type session struct {
 	// Run has given up on stuck loops, and nothing more is saved.
 	commit sync.RWMutex
 	sealed bool
+
+	// fanout is the consumer of Config.ReadMode ReadFanOut (readmode.go).
+	fanout fanoutSession
 }
 
 // seal stops every later save of the consume loops, after the saves in

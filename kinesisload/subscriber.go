@@ -140,6 +140,17 @@ func registerConsumer(ctx context.Context, c Subscriber, streamARN, name string,
 			// Registered meanwhile by another host: ask again.
 			return "", false, nil
 		}
+		if err == nil && d != nil && d.ConsumerStatus != types.ConsumerStatusActive {
+			// Ask once more at once: some implementations (the
+			// in-memory Kinesis by default) are ACTIVE right away.
+			err = call(func(ctx context.Context) error {
+				out, err := c.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: d.ConsumerARN}, noSDKRetries)
+				if err == nil && out != nil && out.ConsumerDescription != nil {
+					d = out.ConsumerDescription
+				}
+				return err
+			})
+		}
 	}
 	if err != nil {
 		return "", false, err

@@ -406,15 +406,45 @@ func (s *subscription) run() {
 			}
 			return
 		}
-		select {
-		case s.ch <- &types.SubscribeToShardEventStreamMemberSubscribeToShardEvent{Value: *ev}:
-		case <-s.ctx.Done():
+		if !s.push(ev, tick.C) {
 			return
 		}
 		if last {
 			return
 		}
 	}
+}
+
+// push hands ev to the reader. It gives up, and reports false, when the
+// subscription's context ends or, as in Kinesis, it expires while the
+// reader does not take the event.
+func (s *subscription) push(ev *types.SubscribeToShardEvent, tick <-chan time.Time) bool {
+	for {
+		select {
+		case s.ch <- &types.SubscribeToShardEventStreamMemberSubscribeToShardEvent{Value: *ev}:
+			return true
+		case <-s.ctx.Done():
+			return false
+		case <-tick:
+			if s.expired() {
+				return false
+			}
+		}
+	}
+}
+
+// expired reports, and counts, the end of the subscription's time.
+func (s *subscription) expired() bool {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.now().Sub(s.started) < SubscriptionTTL {
+		return false
+	}
+	if st, ok := f.byID[s.streamID]; ok && s.shard < len(st.shards) {
+		st.shards[s.shard].stats.SubscriptionsExpired++
+	}
+	return true
 }
 
 // next makes the subscription's next event. It returns nil and a channel
