@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/big"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -134,25 +133,11 @@ func (r *fanoutReader) resume(st *fanoutState) scan.Position {
 	switch {
 	case st.last == "" && st.cont == "":
 		return r.cfg.start
-	case st.cont == "" || seqLess(st.cont, st.last):
+	case st.cont == "" || scan.CompareSequence(st.cont, st.last) < 0:
 		return scan.AfterSequence(st.last)
 	default:
 		return scan.AfterSequence(st.cont)
 	}
-}
-
-// seqLess compares two sequence numbers (decimal, up to 128 bits). An
-// unparsable one is taken as smaller.
-func seqLess(a, b string) bool {
-	x, okA := new(big.Int).SetString(a, 10)
-	y, okB := new(big.Int).SetString(b, 10)
-	switch {
-	case !okA:
-		return okB
-	case !okB:
-		return false
-	}
-	return x.Cmp(y) < 0
 }
 
 // subscribe starts a subscription at from, pacing the calls as Kinesis

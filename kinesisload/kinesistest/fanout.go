@@ -474,22 +474,25 @@ func (s *subscription) next() (ev *types.SubscribeToShardEvent, last bool, wake 
 	first := sort.Search(len(sh.records), func(i int) bool { return sh.records[i].seq >= s.from })
 	end := first
 	if first < len(sh.records) {
-		budget := int64(maxGetRecordsBytes)
+		budget, full := int64(maxGetRecordsBytes), true
 		if r := f.cfg.limits.SubscriptionBytesPerSecond; r > 0 {
 			s.cs.read.refill(now, float64(r))
-			if s.cs.read.level <= 0 {
-				return nil, false, wake, nil // over the consumer's 2 MiB/s: wait
-			}
 			budget = min(budget, int64(s.cs.read.level))
+			full = s.cs.read.level >= float64(r)
 		}
 		var bytes int64
 		for end < len(sh.records) && end-first < maxGetRecordsLimit {
 			n := int64(sh.records[end].size())
-			if end > first && bytes+n > budget {
+			// A record larger than the whole rate goes alone, once the
+			// bucket is full.
+			if bytes+n > budget && !(end == first && full) {
 				break
 			}
 			bytes += n
 			end++
+		}
+		if end == first {
+			return nil, false, wake, nil // over the consumer's 2 MiB/s: wait
 		}
 		if r := f.cfg.limits.SubscriptionBytesPerSecond; r > 0 {
 			s.cs.read.level -= float64(bytes)
