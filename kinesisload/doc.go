@@ -73,6 +73,15 @@
 // AFTER_SEQUENCE_NUMBER of its last record; after the batch that ends a
 // closed shard, COMPLETED and SHARD_END.
 //
+// With [Config.ReadMode] [ReadFanOut] the pages come from enhanced fan-out
+// subscriptions ([Subscriber]) instead of GetRecords: the Loader registers
+// or reuses the consumer [Config.ConsumerName], subscribes to each shard it
+// reads after its last committed record, renews each subscription before
+// Kinesis's 5 minutes, and takes an event only once the previous page was
+// handed on and its bytes fit the buffer budget. Everything after the
+// page (the Sink, commits, lineage, the confirmed end) is the same.
+// Resolving LATEST still reads with GetRecords.
+//
 // [Loader.Close] is the graceful stop: batches in flight finish and commit.
 // Cancelling Run's context is the hard stop: they are cancelled and not
 // committed. After a hard stop Run returns within about a second even if a
