@@ -42,6 +42,10 @@ type fanoutConfig struct {
 	// subscribeInterval and resubscribeWait pace SubscribeToShard calls
 	// (see the defaults above).
 	subscribeInterval, resubscribeWait time.Duration
+	// closedCheck is the least time between two ListShards calls that ask
+	// whether a shard whose subscription only sends empty events at the
+	// tip is closed (Config.ListShardsInterval). Default 30 s.
+	closedCheck time.Duration
 }
 
 // fanoutReader reads one shard through enhanced fan-out subscriptions and
@@ -53,6 +57,7 @@ type fanoutReader struct {
 	sub                                         Subscriber
 	consumerARN                                 string
 	renewal, subscribeInterval, resubscribeWait time.Duration
+	closedCheck                                 time.Duration
 }
 
 // newFanoutReader checks cfg and fills in its defaults.
@@ -68,7 +73,7 @@ func newFanoutReader(cfg fanoutConfig) (*fanoutReader, error) {
 		return nil, fmt.Errorf("kinesisload: fan-out reader for stream %s shard %s: no consumer ARN", cfg.stream, cfg.shard)
 	}
 	r := &fanoutReader{reader: rd, sub: cfg.sub, consumerARN: cfg.consumerARN,
-		renewal: cfg.renewal, subscribeInterval: cfg.subscribeInterval, resubscribeWait: cfg.resubscribeWait}
+		renewal: cfg.renewal, subscribeInterval: cfg.subscribeInterval, resubscribeWait: cfg.resubscribeWait, closedCheck: cfg.closedCheck}
 	if r.renewal <= 0 {
 		r.renewal = fanoutDefaultRenewal
 	}
@@ -77,6 +82,9 @@ func newFanoutReader(cfg fanoutConfig) (*fanoutReader, error) {
 	}
 	if r.resubscribeWait <= 0 {
 		r.resubscribeWait = fanoutDefaultResubscribeWait
+	}
+	if r.closedCheck <= 0 {
+		r.closedCheck = DefaultListShardsInterval
 	}
 	return r, nil
 }
@@ -108,16 +116,42 @@ func (r *fanoutReader) run(ctx context.Context, out chan<- page) error {
 		if err != nil {
 			return err
 		}
-		done, err := r.read(ctx, st, sub, out)
+		next, err := r.read(ctx, st, sub, out)
 		sub.Close()
-		if done || err != nil {
+		switch {
+		case err != nil || next == subscriptionEnded:
 			return err
+		case next == subscriptionIdleClosed:
+			// The shard is closed, and the subscription has not said
+			// so: read the rest by polling, which confirms the end.
+			return r.pollRest(ctx, st, out)
 		}
 		if h := r.cfg.hooks.onIteratorRenewed; h != nil {
 			h(r.cfg.shard, r.resume(st))
 		}
 	}
 }
+
+// pollRest reads the rest of a closed shard with GetRecords, from where
+// the subscriptions left off.
+func (r *fanoutReader) pollRest(ctx context.Context, st *fanoutState, out chan<- page) error {
+	cfg := r.cfg
+	cfg.start = r.resume(st)
+	rd, err := newReader(cfg)
+	if err != nil {
+		return err
+	}
+	return rd.run(ctx, out)
+}
+
+// What read tells run to do next.
+type subscriptionNext int
+
+const (
+	subscriptionRenew      subscriptionNext = iota // start a new subscription
+	subscriptionEnded                              // the shard's end page was sent
+	subscriptionIdleClosed                         // ListShards says closed; the subscription idles
+)
 
 // fanoutState is what run remembers across subscriptions.
 type fanoutState struct {
@@ -126,6 +160,7 @@ type fanoutState struct {
 	lastCall time.Time // the last SubscribeToShard call
 	lastOK   time.Time // the last successful one
 	failures int       // failed subscriptions in a row
+	checked  time.Time // the last ListShards asking whether the shard is closed
 }
 
 // resume returns where the next subscription starts.
@@ -232,9 +267,11 @@ func (s subscription) Close() error {
 	return err
 }
 
-// read reads one subscription until it must be renewed (false, nil), the
-// shard ends (true, nil), or a failure no retry fixes (the error).
-func (r *fanoutReader) read(ctx context.Context, st *fanoutState, sub kinesis.SubscribeToShardEventStreamReader, out chan<- page) (bool, error) {
+// read reads one subscription until it must be renewed, the shard ends,
+// the subscription idles at the tip of a shard ListShards lists as closed
+// (some implementations never send the end event), or a failure no retry
+// fixes (the error).
+func (r *fanoutReader) read(ctx context.Context, st *fanoutState, sub kinesis.SubscribeToShardEventStreamReader, out chan<- page) (subscriptionNext, error) {
 	renew, stopTimer := r.after(ctx, r.renewal)
 	defer stopTimer()
 	deadline := r.cfg.clock.Now().Add(r.renewal)
@@ -245,12 +282,12 @@ func (r *fanoutReader) read(ctx context.Context, st *fanoutState, sub kinesis.Su
 		select {
 		case ev, ok = <-events:
 		case <-renew:
-			return false, nil
+			return subscriptionRenew, nil
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return subscriptionRenew, ctx.Err()
 		}
 		if !ok {
-			return false, r.ended(ctx, st, sub.Err())
+			return subscriptionRenew, r.ended(ctx, st, sub.Err())
 		}
 		e, isEvent := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
 		if !isEvent {
@@ -260,7 +297,7 @@ func (r *fanoutReader) read(ctx context.Context, st *fanoutState, sub kinesis.Su
 		v := e.Value
 		held, err := r.hold(ctx, v.Records)
 		if err != nil {
-			return false, err
+			return subscriptionRenew, err
 		}
 		var bytes int64
 		for i := range v.Records {
@@ -277,12 +314,12 @@ func (r *fanoutReader) read(ctx context.Context, st *fanoutState, sub kinesis.Su
 			if end = len(v.ChildShards) > 0; !end {
 				if end, err = r.closed(ctx); err != nil {
 					r.cfg.buffer.release(held)
-					return false, err
+					return subscriptionRenew, err
 				}
 			}
 			if !end {
 				r.cfg.buffer.release(held)
-				return false, r.ended(ctx, st, fmt.Errorf("%w: a SubscribeToShard event had no ContinuationSequenceNumber and no ChildShards, for a shard ListShards lists as open", kerr.ErrOddAnswer))
+				return subscriptionRenew, r.ended(ctx, st, fmt.Errorf("%w: a SubscribeToShard event had no ContinuationSequenceNumber and no ChildShards, for a shard ListShards lists as open", kerr.ErrOddAnswer))
 			}
 		}
 		if len(v.Records) > 0 || end {
@@ -292,7 +329,7 @@ func (r *fanoutReader) read(ctx context.Context, st *fanoutState, sub kinesis.Su
 			}
 			if err := r.send(ctx, out, p); err != nil {
 				r.cfg.buffer.release(held)
-				return false, err
+				return subscriptionRenew, err
 			}
 			if n := len(v.Records); n > 0 {
 				st.last = aws.ToString(v.Records[n-1].SequenceNumber)
@@ -301,11 +338,21 @@ func (r *fanoutReader) read(ctx context.Context, st *fanoutState, sub kinesis.Su
 			r.cfg.buffer.release(held)
 		}
 		if end {
-			return true, nil
+			return subscriptionEnded, nil
 		}
 		st.cont = aws.ToString(v.ContinuationSequenceNumber)
+		if now := r.cfg.clock.Now(); len(v.Records) == 0 && behind == 0 && now.Sub(st.checked) >= r.closedCheck {
+			st.checked = now
+			closed, err := r.closed(ctx)
+			if err != nil {
+				return subscriptionRenew, err
+			}
+			if closed {
+				return subscriptionIdleClosed, nil
+			}
+		}
 		if !r.cfg.clock.Now().Before(deadline) {
-			return false, nil // a slow consumer held the page past the renewal
+			return subscriptionRenew, nil // a slow consumer held the page past the renewal
 		}
 	}
 }

@@ -111,7 +111,7 @@ func (c *consumer) newReader(ctx context.Context, rc readerConfig) (func(context
 	if err != nil {
 		return nil, err
 	}
-	fc := fanoutConfig{readerConfig: rc, sub: sub, consumerARN: arn}
+	fc := fanoutConfig{readerConfig: rc, sub: sub, consumerARN: arn, closedCheck: l.cfg.ListShardsInterval}
 	if l.opt.tuneFanOut != nil {
 		l.opt.tuneFanOut(&fc)
 	}

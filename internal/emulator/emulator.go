@@ -228,13 +228,16 @@ func launch(dir, preload, script string, kind Kind) (*Emulator, error) {
 }
 
 // NewClient returns a Kinesis client for the emulator at endpoint, with
-// static credentials and region [Region]. It uses the SDK's own HTTP client,
-// so AWS_CA_BUNDLE plays no part.
+// static credentials and region [Region]. Its HTTP client is the standard
+// library's (so AWS_CA_BUNDLE plays no part), with a transport that
+// supplies the initial-response event kinesis-local's SubscribeToShard
+// omits (see initialResponse).
 func NewClient(endpoint string) *kinesis.Client {
 	return kinesis.New(kinesis.Options{
 		Region:       Region,
 		BaseEndpoint: aws.String(endpoint),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTIDEMARKTEST", "secret", ""),
+		HTTPClient:   &http.Client{Transport: initialResponse{http.DefaultTransport.(*http.Transport).Clone()}},
 	})
 }
 
