@@ -9,7 +9,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 )
 
 // Subscriber holds the Kinesis calls of enhanced fan-out ([ReadFanOut]):
@@ -48,7 +50,15 @@ type sdkSubscriber struct {
 // SubscribeToShard calls the SDK and returns the answer's event stream.
 // An answer without one is an error, and a subscription whose caller's
 // ctx ends is closed by the SDK.
+//
+// Every call gets a protocol of its own (the client's default one,
+// awsjson 1.1): the SDK's event-stream codec keeps a decoding buffer in
+// the protocol, which every subscription of a client would otherwise
+// share, so that concurrent subscriptions race on it (seen with
+// aws-sdk-go-v2/service/kinesis v1.56.13 and smithy-go v1.28.9 under the
+// race detector: one stream's payload can be overwritten by another's).
 func (s sdkSubscriber) SubscribeToShard(ctx context.Context, in *kinesis.SubscribeToShardInput, optFns ...func(*kinesis.Options)) (kinesis.SubscribeToShardEventStreamReader, error) {
+	optFns = append(optFns, func(o *kinesis.Options) { o.Protocol = awsjson.New11(schemas.Kinesis_20131202) })
 	out, err := s.Client.SubscribeToShard(ctx, in, optFns...)
 	if err != nil {
 		return nil, err
