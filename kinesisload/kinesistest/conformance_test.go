@@ -72,6 +72,9 @@ const (
 	// a stream deleted and created again within one second looks the same.
 	// Found by this suite; not (yet) in EMULATORS.md.
 	quirkCreationSeconds
+	// quirkNoFanOut: no enhanced fan-out (RegisterStreamConsumer,
+	// SubscribeToShard).
+	quirkNoFanOut
 )
 
 // target is one implementation of kinesistest.API under test.
@@ -111,6 +114,7 @@ var targets = []target{
 			quirkListShardsPaging: "kinesalite 3.3.3 ignores ListShards MaxResults and NextToken",
 			quirkShardFilter:      "kinesalite 3.3.3 ignores ListShards ShardFilter",
 			quirkCreationSeconds:  "kinesalite 3.3.3 reports StreamCreationTimestamp in whole seconds",
+			quirkNoFanOut:         "kinesalite 3.3.3 has no enhanced fan-out",
 			quirkAtTimestampPastTipHangs: "kinesalite 3.3.3 never answers GetShardIterator AT_TIMESTAMP when no record arrived at or after the timestamp " +
 				"(the request hangs until the client gives up)",
 		},
@@ -139,6 +143,7 @@ var cases = []struct {
 	{"InvalidIterator", testInvalidIterator},
 	{"InvalidStartingSequenceNumber", testInvalidStartingSequence},
 	{"RecreatedStream", testRecreatedStream},
+	{"FanOutReadsInOrder", testFanOutReadsInOrder},
 }
 
 // TestConformance starts each target once and runs every case against it,
