@@ -20,6 +20,13 @@ import (
 // (which the SDK would then report as an event of an unknown type).
 type initialResponse struct{ next http.RoundTripper }
 
+// InitialResponseTransport wraps next so that a SubscribeToShard answer
+// from kinesis-local begins with the initial-response event the Go SDK
+// waits for (see [NewClient]). For tests only.
+func InitialResponseTransport(next http.RoundTripper) http.RoundTripper {
+	return initialResponse{next}
+}
+
 // initialResponseMessage is the encoded event-stream message.
 var initialResponseMessage = func() []byte {
 	var msg eventstream.Message

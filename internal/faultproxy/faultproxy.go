@@ -439,6 +439,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	if op == "SubscribeToShard" {
+		p.stream(w, r, body, f, u)
+		return
+	}
 	resp, respBody, err := p.forward(r.Context(), r, body)
 	if err != nil {
 		writeAWSError(w, http.StatusBadGateway, "ServiceUnavailable", "faultproxy: upstream: "+err.Error())
@@ -473,6 +477,73 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", fmt.Sprint(len(respBody)))
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(respBody)
+}
+
+// stream forwards a SubscribeToShard call and streams its event stream
+// back as it comes, flushing after every read, until either side ends it
+// or the proxy closes. A Reset fault resets the connection at once; a
+// Truncate fault cuts the stream after a random share of its first
+// 64 KiB (the client reads an unexpected EOF mid-stream).
+func (p *Proxy) stream(w http.ResponseWriter, r *http.Request, body []byte, f Fault, u float64) {
+	if f == FaultReset {
+		reset(w)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	out, err := http.NewRequestWithContext(ctx, r.Method, p.upstream+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		writeAWSError(w, http.StatusBadGateway, "ServiceUnavailable", "faultproxy: upstream: "+err.Error())
+		return
+	}
+	copyHeader(out.Header, r.Header)
+	out.Host = r.Host
+	out.ContentLength = int64(len(body))
+	resp, err := p.transport.RoundTrip(out)
+	if err != nil {
+		writeAWSError(w, http.StatusBadGateway, "ServiceUnavailable", "faultproxy: upstream: "+err.Error())
+		return
+	}
+	defer resp.Body.Close()
+	copyHeader(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	limit := int64(-1)
+	if f == FaultTruncate {
+		limit = int64(u * (64 << 10))
+	}
+	buf := make([]byte, 32<<10)
+	var sent int64
+	for {
+		n, err := resp.Body.Read(buf)
+		if limit >= 0 && sent+int64(n) > limit {
+			n = int(limit - sent)
+		}
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			sent += int64(n)
+			_ = rc.Flush()
+		}
+		if limit >= 0 && sent >= limit {
+			if conn, _, herr := rc.Hijack(); herr == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // forward sends the request upstream and reads the whole answer.

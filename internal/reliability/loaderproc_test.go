@@ -61,6 +61,9 @@ type childConfig struct {
 	// SnapshotEvery saves (WithStore), so that kills land in snapshots and
 	// compactions too. Zero lets the Loader open Dir with the defaults.
 	SnapshotEvery uint64
+	// FanOut reads with enhanced fan-out (consumer "reliability") instead
+	// of polling.
+	FanOut bool
 }
 
 // loaderMain is the loader process: it runs one Loader until SIGTERM or a
@@ -90,6 +93,9 @@ func loaderMain(raw string) int {
 		SinkBackoff:        cc.SinkBackoff,
 		SinkRetries:        cc.SinkRetries,
 		RecordsPerCall:     cc.RecordsPerCall,
+	}
+	if cc.FanOut {
+		cfg.ReadMode, cfg.ConsumerName = kinesisload.ReadFanOut, "reliability"
 	}
 	if cc.StartPosition != "" {
 		if cfg.StartPosition, err = scan.Parse(cc.StartPosition); err != nil {
@@ -136,7 +142,7 @@ func newClientWith(endpoint string, tr *http.Transport) *kinesis.Client {
 		Region:       emulator.Region,
 		BaseEndpoint: aws.String(endpoint),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTIDEMARKTEST", "secret", ""),
-		HTTPClient:   &http.Client{Transport: tr},
+		HTTPClient:   &http.Client{Transport: emulator.InitialResponseTransport(tr)},
 	})
 }
 

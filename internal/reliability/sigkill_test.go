@@ -85,7 +85,14 @@ func (p *producer) finish() {
 // guarantee on what its Sink wrote: every record written after the first
 // initialisation delivered at least once, in shard order, children after
 // parents, and no record of a committed batch delivered again.
-func TestSIGKILLLoop(t *testing.T) {
+func TestSIGKILLLoop(t *testing.T) { sigkillLoop(t, false) }
+
+// TestSIGKILLLoopFanOut is TestSIGKILLLoop with loaders that read with
+// enhanced fan-out: the kills land in subscriptions too, and the fault
+// proxy resets, truncates, throttles and fails SubscribeToShard calls.
+func TestSIGKILLLoopFanOut(t *testing.T) { sigkillLoop(t, true) }
+
+func sigkillLoop(t *testing.T, fanOut bool) {
 	kills := 10
 	if longForm() {
 		kills = 100
@@ -134,6 +141,7 @@ func TestSIGKILLLoop(t *testing.T) {
 		IdleWait:           200 * time.Millisecond,
 		CallTimeout:        5 * time.Second,
 		RecordsPerCall:     100,
+		FanOut:             fanOut,
 	}
 	loader := startLoader(t, cc)
 	resolved, err := loader.waitInit(time.Minute)
@@ -359,6 +367,9 @@ func TestSIGKILLLoop(t *testing.T) {
 		}
 	}
 	t.Logf("kills: %d before the loader's initialisation was journaled; %d after a record was committed", earlyKills, withCommits)
+	if subs := proxy.Counts()["SubscribeToShard"].Requests; fanOut != (subs > 0) {
+		t.Errorf("%d SubscribeToShard calls went through the proxy; fan-out mode: %v", subs, fanOut)
+	}
 	t.Logf("proxy: %d requests, injected %d resets, %d 5xx, %d throttles, %d truncations, %d delays",
 		tot.Requests, tot.Reset, tot.ServerError, tot.Throttle, tot.Truncate, tot.Delay)
 	if tot.Reset+tot.ServerError+tot.Throttle+tot.Truncate == 0 {
