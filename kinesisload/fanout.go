@@ -260,11 +260,10 @@ type subscription struct {
 	cancel context.CancelFunc
 }
 
-// Close closes the stream and ends its context.
+// Close ends the stream's context and closes it.
 func (s subscription) Close() error {
-	err := s.SubscribeToShardEventStreamReader.Close()
 	s.cancel()
-	return err
+	return s.SubscribeToShardEventStreamReader.Close()
 }
 
 // read reads one subscription until it must be renewed, the shard ends,
