@@ -111,6 +111,9 @@ func (r *fleetRig) start(host string) {
 	}
 	cfg := kinesisload.Config{Stream: "orders", Sink: r.sink.forHost(host), StartPosition: scan.TrimHorizon(),
 		IdleWait: 200 * time.Millisecond, ListShardsInterval: 300 * time.Millisecond}
+	if fleetFanOut {
+		cfg.ReadMode, cfg.ConsumerName = kinesisload.ReadFanOut, "fleet"
+	}
 	if r.configure != nil {
 		r.configure(&cfg)
 	}
