@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# install-emulators.sh installs the Kinesis emulators the tests run against
-# (kinesis-local 0.6.2 and kinesalite 3.3.3, pinned in
+# install-emulators.sh installs the emulators the tests run against (the
+# Kinesis emulators kinesis-local 0.6.2 and kinesalite 3.3.3, and the DynamoDB
+# emulator dynalite 4.0.0 for kinesisload/dynamo, pinned in
 # scripts/emulators/package-lock.json) into .cache/emulators, which git
 # ignores, beside aws-kinesis-agg 4.2.8 (the awslabs KPL aggregation module
 # for Node, which produces the aggregated records of the KPL interoperability
@@ -13,6 +14,7 @@
 #
 #   cd .cache/emulators
 #   node -r ../../internal/emulator/bind-localhost.js node_modules/kinesalite/cli.js --port 4567 --shardLimit 1000
+#   node node_modules/dynalite/cli.js --host 127.0.0.1 --port 4568
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,6 +37,7 @@ installed() {
 	[[ -f "$stamp" && "$(cat "$stamp")" == "$want" &&
 		-f "$dest/node_modules/kinesis-local/main.js" &&
 		-f "$dest/node_modules/kinesalite/cli.js" &&
+		-f "$dest/node_modules/dynalite/cli.js" &&
 		-f "$dest/node_modules/aws-kinesis-agg/index.js" ]]
 }
 
@@ -47,9 +50,9 @@ echo "install-emulators: installing into $dest"
 mkdir -p "$dest"
 rm -f "$stamp"
 cp "$src/package.json" "$src/package-lock.json" "$dest/"
-# --ignore-scripts: leveldown's install script only picks a prebuilt binary,
-# and the bundled linux-x64 prebuild loads without it; no other package has
-# install scripts. npm ci installs exactly what the lock file pins.
+# --ignore-scripts: the install scripts of leveldown (kinesalite) and
+# classic-level (dynalite) only pick a prebuilt binary, and the bundled
+# linux-x64 prebuilds load without them; protobufjs's only prints a notice. npm ci installs exactly what the lock file pins.
 (cd "$dest" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
 
 # Check that what landed is what we pinned.
@@ -63,7 +66,8 @@ check_version() {
 }
 check_version kinesis-local 0.6.2
 check_version kinesalite 3.3.3
+check_version dynalite 4.0.0
 check_version aws-kinesis-agg 4.2.8
 
 echo "$want" >"$stamp"
-echo "install-emulators: installed kinesis-local 0.6.2, kinesalite 3.3.3 and aws-kinesis-agg 4.2.8 in $dest"
+echo "install-emulators: installed kinesis-local 0.6.2, kinesalite 3.3.3, dynalite 4.0.0 and aws-kinesis-agg 4.2.8 in $dest"

@@ -1,6 +1,6 @@
 // Package emulator starts a real Kinesis emulator (kinesis-local or
-// kinesalite) for a test, on a free loopback port, and stops it when the test
-// ends.
+// kinesalite) or the DynamoDB emulator dynalite for a test, on a free
+// loopback port, and stops it when the test ends.
 //
 // The emulators are Node programs installed by scripts/install-emulators.sh
 // into .cache/emulators at the module root (or into $TIDEMARK_EMULATOR_DIR).
@@ -42,6 +42,11 @@ const (
 	KinesisLocal Kind = iota + 1
 	// Kinesalite is kinesalite 3.3.3: fast, older and less complete.
 	Kinesalite
+	// Dynalite is dynalite 4.0.0, a DynamoDB emulator (conditional
+	// writes, Query, Scan; no transactions, no TTL), for
+	// kinesisload/dynamo. Its [Emulator.Client] is nil: make a DynamoDB
+	// client for [Emulator.Endpoint].
+	Dynalite
 )
 
 // String returns the emulator's npm package name.
@@ -51,6 +56,8 @@ func (k Kind) String() string {
 		return "kinesis-local"
 	case Kinesalite:
 		return "kinesalite"
+	case Dynalite:
+		return "dynalite"
 	}
 	return "emulator.Kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -85,7 +92,7 @@ type Emulator struct {
 	// Endpoint is its base URL, http://127.0.0.1:port.
 	Endpoint string
 	// Client is a Kinesis client ready to use against it (static
-	// credentials, region [Region]).
+	// credentials, region [Region]); nil for [Dynalite].
 	Client *kinesis.Client
 
 	port int
@@ -187,6 +194,9 @@ func launch(dir, preload, script string, kind Kind) (*Emulator, error) {
 	case Kinesalite:
 		// The default shard limit is 10 for the whole account, and splits count.
 		args = append(args, "--port", strconv.Itoa(port), "--shardLimit", "1000")
+	case Dynalite:
+		// dynalite has a --host option: no preload needed, but harmless.
+		args = append(args, "--host", "127.0.0.1", "--port", strconv.Itoa(port))
 	}
 
 	out := &syncBuffer{}
@@ -223,7 +233,9 @@ func launch(dir, preload, script string, kind Kind) (*Emulator, error) {
 		done:     done,
 		out:      out,
 	}
-	e.Client = NewClient(e.Endpoint)
+	if kind != Dynalite {
+		e.Client = NewClient(e.Endpoint)
+	}
 	return e, nil
 }
 
@@ -267,10 +279,22 @@ func (e *Emulator) waitReady(timeout time.Duration) error {
 }
 
 // probe makes one readiness check: GET /healthcheck for kinesis-local,
-// ListStreams for kinesalite.
+// GET / for dynalite (any answer), ListStreams for kinesalite.
 func (e *Emulator) probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	if e.Kind == Dynalite {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.Endpoint+"/", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	}
 	if e.Kind == KinesisLocal {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.Endpoint+"/healthcheck", nil)
 		if err != nil {
@@ -348,6 +372,8 @@ func scriptPath(kind Kind) (string, error) {
 		return filepath.Join("node_modules", "kinesis-local", "main.js"), nil
 	case Kinesalite:
 		return filepath.Join("node_modules", "kinesalite", "cli.js"), nil
+	case Dynalite:
+		return filepath.Join("node_modules", "dynalite", "cli.js"), nil
 	}
 	return "", fmt.Errorf("emulator: unknown kind %d", int(kind))
 }
