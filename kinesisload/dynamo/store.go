@@ -1,0 +1,456 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/tidemark/tidemark/kinesisload"
+)
+
+// Initialise implements [kinesisload.Membership]. The lock is a
+// conditional write of the init item (a fresh token, on condition that the
+// item is at the version read and nothing is committed); a lock held by a
+// host that is alive in this host's view is waited for. The batch is
+// written as pending positions under the token; the commit names the
+// token, on condition that the lock is still ours.
+func (m *member) Initialise(ctx context.Context, init kinesisload.InitFunc) error {
+	c, me := m.c, m.c.cfg.HostID
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ii, err := m.readInit(ctx)
+		switch classify(err) {
+		case classOK:
+		case classFatal:
+			return c.fatal("GetItem", err)
+		default:
+			if err := c.sleep(ctx, backoff(attempt)); err != nil {
+				return err
+			}
+			continue
+		}
+		if ii.committed != "" {
+			m.mu.Lock()
+			m.committed = ii.committed
+			m.mu.Unlock()
+			return init(ctx, sharedStore{m: m})
+		}
+		m.mu.Lock()
+		busy := ii.lockOwner != "" && ii.lockOwner != me && m.aliveOrUnknown(ii.lockOwner, c.clk.Now())
+		m.mu.Unlock()
+		if busy {
+			// Wait for a round: the holder commits, or is seen dead.
+			select {
+			case <-m.nextRound():
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		token := newToken()
+		ok, err := m.lock(ctx, ii, token)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if err := init(ctx, stagingStore{m: m, batch: token}); err != nil {
+			m.unlock(token)
+			return err
+		}
+		return m.commitInit(ctx, token)
+	}
+}
+
+// aliveOrUnknown is alive, except that a host not observed yet counts as
+// alive until it has been watched for LeaseDuration. m.mu must be held.
+func (m *member) aliveOrUnknown(id string, now time.Time) bool {
+	if _, ok := m.seen[id]; !ok {
+		m.seen[id] = seen{counter: unknownCounter, at: now}
+	}
+	return m.alive(id, now)
+}
+
+func (m *member) readInit(ctx context.Context) (initItem, error) {
+	item, err := m.c.get(ctx, m.stream, itemInit)
+	if err != nil || item == nil {
+		return initItem{}, err
+	}
+	return decodeInit(item)
+}
+
+// lock writes the initialisation lock with token; ok reports whether we
+// hold it.
+func (m *member) lock(ctx context.Context, was initItem, token string) (ok bool, err error) {
+	c := m.c
+	in := &dynamodb.PutItemInput{
+		TableName: aws.String(c.cfg.Table),
+		Item: map[string]types.AttributeValue{
+			keyStream: s(m.stream), keyItem: s(itemInit),
+			"ver": n(was.ver + 1), "lockOwner": s(c.cfg.HostID), "lockToken": s(token),
+		},
+	}
+	if !was.exists {
+		in.ConditionExpression = aws.String("attribute_not_exists(#i)")
+		in.ExpressionAttributeNames = map[string]string{"#i": keyItem}
+	} else {
+		in.ConditionExpression = aws.String("#v = :v AND attribute_not_exists(#cm)")
+		in.ExpressionAttributeNames = map[string]string{"#v": "ver", "#cm": "committed"}
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":v": n(was.ver)}
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+	_, err = c.api.PutItem(cctx, in)
+	cancel()
+	switch classify(err) {
+	case classOK:
+		return true, nil
+	case classFatal:
+		return false, c.fatal("PutItem", err)
+	case classCondition:
+		return false, nil
+	}
+	// Unknown: read back.
+	for attempt := 0; ; attempt++ {
+		ii, err := m.readInit(ctx)
+		switch classify(err) {
+		case classOK:
+			return ii.lockToken == token && ii.committed == "", nil
+		case classFatal:
+			return false, c.fatal("GetItem", err)
+		}
+		if err := c.sleep(ctx, backoff(attempt)); err != nil {
+			return false, err
+		}
+	}
+}
+
+// unlock clears the lock after a failed init, so that another host need
+// not wait for this one's expiry. Best effort.
+func (m *member) unlock(token string) {
+	c := m.c
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.CallTimeout)
+	defer cancel()
+	_, _ = c.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(c.cfg.Table),
+		Key:                       itemKey(m.stream, itemInit),
+		UpdateExpression:          aws.String("REMOVE #o SET #v = #v + :one"),
+		ConditionExpression:       aws.String("#t = :t AND attribute_not_exists(#cm)"),
+		ExpressionAttributeNames:  map[string]string{"#o": "lockOwner", "#v": "ver", "#t": "lockToken", "#cm": "committed"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": n(1), ":t": s(token)},
+	})
+}
+
+// commitInit writes the commit naming batch token, on condition that the
+// lock is still ours and nothing is committed.
+func (m *member) commitInit(ctx context.Context, token string) error {
+	c := m.c
+	lost := func(reason string) error {
+		return &kinesisload.LeaseLostError{Stream: m.stream, Reason: reason}
+	}
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		m.mu.Lock()
+		fenced := m.fenced || m.fenceDue(c.clk.Now())
+		m.mu.Unlock()
+		if fenced {
+			return lost("fenced before the commit: no heartbeat landed for too long")
+		}
+		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+		_, err := c.api.UpdateItem(cctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(c.cfg.Table),
+			Key:                       itemKey(m.stream, itemInit),
+			UpdateExpression:          aws.String("SET #cm = :t, #v = #v + :one"),
+			ConditionExpression:       aws.String("#t = :t AND attribute_not_exists(#cm)"),
+			ExpressionAttributeNames:  map[string]string{"#cm": "committed", "#v": "ver", "#t": "lockToken"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":one": n(1), ":t": s(token)},
+		})
+		cancel()
+		cl := classify(err)
+		if cl == classFatal {
+			return c.fatal("UpdateItem", err)
+		}
+		if cl != classOK {
+			// Read back: landed, refused, or to write again.
+			ii, rerr := m.readInit(ctx)
+			switch {
+			case rerr != nil:
+				cl = classUnknown
+			case ii.committed == token:
+				cl = classOK
+			case ii.lockToken != token || ii.committed != "":
+				return lost("another host holds the initialisation lock or committed")
+			default:
+				cl = classUnknown
+			}
+		}
+		if cl == classOK {
+			m.mu.Lock()
+			m.committed = token
+			m.mu.Unlock()
+			m.signal()
+			return nil
+		}
+		if err := c.sleep(ctx, backoff(attempt)); err != nil {
+			return err
+		}
+	}
+}
+
+// sharedStore is the shared progress of a stream, through one member: its
+// Load shows what is committed, its Save merges into the items.
+type sharedStore struct{ m *member }
+
+var _ kinesisload.PositionStore = sharedStore{}
+
+func (st sharedStore) check(ctx context.Context, stream string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if stream != st.m.stream {
+		return fmt.Errorf("dynamo: the membership of stream %s used for stream %s", st.m.stream, stream)
+	}
+	return nil
+}
+
+// snapshot reads the stream's items, retrying transient errors.
+func (m *member) snapshot(ctx context.Context) (*snapshot, error) {
+	c := m.c
+	for attempt := 0; ; attempt++ {
+		snap, err := c.query(ctx, m.stream)
+		switch classify(err) {
+		case classOK:
+			if snap.init.committed != "" {
+				m.mu.Lock()
+				m.committed = snap.init.committed
+				m.mu.Unlock()
+			}
+			return snap, nil
+		case classFatal:
+			return nil, c.fatal("Query", err)
+		}
+		if err := c.sleep(ctx, backoff(attempt)); err != nil {
+			return nil, fmt.Errorf("dynamo: stream %s: reading the table: %w", m.stream, err)
+		}
+	}
+}
+
+// Load implements [kinesisload.PositionStore]: one Query of the stream's
+// items; only the committed initialisation batch's positions count.
+func (st sharedStore) Load(ctx context.Context, stream string) (map[string]kinesisload.ShardProgress, error) {
+	if err := st.check(ctx, stream); err != nil {
+		return nil, err
+	}
+	snap, err := st.m.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]kinesisload.ShardProgress{}
+	for id, it := range snap.shards {
+		p := it.visible(snap.init.committed)
+		if p.State == 0 && p.Position.Kind == 0 && len(p.Parents) == 0 {
+			continue // pending only: invisible
+		}
+		p.Parents = slices.Clone(p.Parents)
+		out[id] = p
+	}
+	return out, nil
+}
+
+// Save implements [kinesisload.PositionStore]: each update is merged into
+// its shard's item by a conditional write (on the item's version); an
+// update that changes nothing is not written.
+func (st sharedStore) Save(ctx context.Context, stream string, updates []kinesisload.ShardProgress) error {
+	if err := st.check(ctx, stream); err != nil {
+		return err
+	}
+	return st.m.saveEach(ctx, updates, func(it *shardItem, committed string, u kinesisload.ShardProgress) *shardItem {
+		v := it.visible(committed)
+		nv := kinesisload.MergeProgress(v, u)
+		if it.exists && same(nv, v) {
+			return nil
+		}
+		return it.folded(nv, committed)
+	})
+}
+
+// saveEach applies mutate to the item of every update: one Query, then a
+// conditional write per item that changes.
+func (m *member) saveEach(ctx context.Context, updates []kinesisload.ShardProgress, mutate func(it *shardItem, committed string, u kinesisload.ShardProgress) *shardItem) error {
+	for _, u := range updates {
+		if u.ShardID == "" {
+			return fmt.Errorf("dynamo: save to stream %s: an update has no shard ID", m.stream)
+		}
+	}
+	if len(updates) == 0 {
+		return nil
+	}
+	snap, err := m.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	for _, u := range updates {
+		was := snap.shards[u.ShardID]
+		if was == nil {
+			was = &shardItem{id: u.ShardID}
+		}
+		err := m.update(ctx, u.ShardID, was, func(it *shardItem) *shardItem {
+			m.mu.Lock()
+			committed := m.committed
+			m.mu.Unlock()
+			return mutate(it, committed, u)
+		}, 0)
+		if err != nil {
+			return fmt.Errorf("dynamo: save to stream %s: shard %s: %w", m.stream, u.ShardID, err)
+		}
+	}
+	return nil
+}
+
+// Identity implements [kinesisload.PositionStore]: the stream's identity
+// item.
+func (st sharedStore) Identity(ctx context.Context, stream string) (kinesisload.StreamIdentity, error) {
+	if err := st.check(ctx, stream); err != nil {
+		return kinesisload.StreamIdentity{}, err
+	}
+	m, c := st.m, st.m.c
+	for attempt := 0; ; attempt++ {
+		item, err := c.get(ctx, stream, itemIdentity)
+		switch classify(err) {
+		case classOK:
+			if item == nil {
+				return kinesisload.StreamIdentity{}, nil
+			}
+			id, err := decodeIdentity(item)
+			if err != nil {
+				return id, fmt.Errorf("dynamo: table %s: stream %s: %w", c.cfg.Table, m.stream, err)
+			}
+			return id, nil
+		case classFatal:
+			return kinesisload.StreamIdentity{}, c.fatal("GetItem", err)
+		}
+		if err := c.sleep(ctx, backoff(attempt)); err != nil {
+			return kinesisload.StreamIdentity{}, err
+		}
+	}
+}
+
+// SetIdentity implements [kinesisload.PositionStore]: a conditional write
+// of the identity item (it must be absent), then a read to compare.
+func (st sharedStore) SetIdentity(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
+	if err := st.check(ctx, stream); err != nil {
+		return err
+	}
+	if id.IsZero() {
+		return fmt.Errorf("dynamo: stream %s: SetIdentity with the zero StreamIdentity", stream)
+	}
+	c := st.m.c
+	for attempt := 0; ; attempt++ {
+		stored, err := st.Identity(ctx, stream)
+		if err != nil {
+			return err
+		}
+		if !stored.IsZero() {
+			if stored.Equal(id) {
+				return nil
+			}
+			return &kinesisload.StreamMismatchError{Stream: stream, Stored: stored, Current: id}
+		}
+		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+		_, err = c.api.PutItem(cctx, &dynamodb.PutItemInput{
+			TableName: aws.String(c.cfg.Table),
+			Item: map[string]types.AttributeValue{
+				keyStream: s(stream), keyItem: s(itemIdentity),
+				"arn": s(id.ARN), "created": s(id.Created.UTC().Format(time.RFC3339Nano)),
+			},
+			ConditionExpression:      aws.String("attribute_not_exists(#i)"),
+			ExpressionAttributeNames: map[string]string{"#i": keyItem},
+		})
+		cancel()
+		switch classify(err) {
+		case classOK:
+			return nil
+		case classFatal:
+			return c.fatal("PutItem", err)
+		case classUnknown:
+			if err := c.sleep(ctx, backoff(attempt)); err != nil {
+				return err
+			}
+		}
+		// Condition failed or unknown: the read at the top decides.
+	}
+}
+
+// ErrStartOverUnsupported is returned by the Store's StartOver: a
+// fleet-wide start-over of a re-created stream is not designed yet. Stop
+// every host and delete the stream's items (or use a new table) instead.
+var ErrStartOverUnsupported = errors.New("dynamo: starting a re-created stream over is not supported by the DynamoDB coordinator yet")
+
+// StartOver implements [kinesisload.PositionStore]: not supported yet.
+func (st sharedStore) StartOver(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
+	return fmt.Errorf("dynamo: stream %s: %w", stream, ErrStartOverUnsupported)
+}
+
+// stagingStore is the store of the host that holds the initialisation
+// lock: Load shows what is committed; Save writes pending positions under
+// the lock's token, visible only once the commit names it.
+type stagingStore struct {
+	m     *member
+	batch string
+}
+
+var _ kinesisload.PositionStore = stagingStore{}
+
+func (st stagingStore) Load(ctx context.Context, stream string) (map[string]kinesisload.ShardProgress, error) {
+	return st.m.shared().Load(ctx, stream)
+}
+
+func (m *member) shared() sharedStore { return sharedStore{m: m} }
+
+func (st stagingStore) Save(ctx context.Context, stream string, updates []kinesisload.ShardProgress) error {
+	if err := st.m.shared().check(ctx, stream); err != nil {
+		return err
+	}
+	return st.m.saveEach(ctx, updates, func(it *shardItem, _ string, u kinesisload.ShardProgress) *shardItem {
+		p, ok := it.pend[st.batch]
+		p.ShardID = u.ShardID
+		np := kinesisload.MergeProgress(p, u)
+		if ok && same(np, p) {
+			return nil
+		}
+		next := *it
+		next.pend = make(map[string]kinesisload.ShardProgress, len(it.pend)+1)
+		for k, v := range it.pend {
+			next.pend[k] = v
+		}
+		next.pend[st.batch] = np
+		return &next
+	})
+}
+
+// Identity implements [kinesisload.PositionStore] (as the shared store).
+func (st stagingStore) Identity(ctx context.Context, stream string) (kinesisload.StreamIdentity, error) {
+	return st.m.shared().Identity(ctx, stream)
+}
+
+// SetIdentity implements [kinesisload.PositionStore] (as the shared
+// store: every host of the fleet sees the same stream, so it is
+// idempotent).
+func (st stagingStore) SetIdentity(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
+	return st.m.shared().SetIdentity(ctx, stream, id)
+}
+
+// StartOver implements [kinesisload.PositionStore]: not supported yet.
+func (st stagingStore) StartOver(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
+	return st.m.shared().StartOver(ctx, stream, id)
+}
