@@ -224,7 +224,6 @@ func (m *member) register(ctx context.Context) (uint64, error) {
 	}
 }
 
-
 func (m *member) manualLoop() {
 	for {
 		select {

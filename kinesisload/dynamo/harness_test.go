@@ -38,13 +38,13 @@ var (
 type faults struct {
 	base http.RoundTripper
 
-	mu      sync.Mutex
-	cond    *sync.Cond
-	killed  bool
-	paused  bool
-	refuse  int
-	lose    int
-	writes  int
+	mu     sync.Mutex
+	cond   *sync.Cond
+	killed bool
+	paused bool
+	refuse int
+	lose   int
+	writes int
 	// fail, when set, answers every call with this status and error
 	// code without sending it (throttling, 5xx).
 	failStatus int

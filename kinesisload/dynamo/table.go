@@ -113,14 +113,14 @@ const (
 )
 
 var fatalCodes = map[string]string{
-	"AccessDeniedException":              "",
-	"ResourceNotFoundException":          "",
-	"ValidationException":                "",
-	"UnrecognizedClientException":        "",
-	"InvalidSignatureException":          "",
+	"AccessDeniedException":               "",
+	"ResourceNotFoundException":           "",
+	"ValidationException":                 "",
+	"UnrecognizedClientException":         "",
+	"InvalidSignatureException":           "",
 	"MissingAuthenticationTokenException": "",
-	"IncompleteSignatureException":       "",
-	"SerializationException":             "",
+	"IncompleteSignatureException":        "",
+	"SerializationException":              "",
 }
 
 func classify(err error) errorClass {
