@@ -49,6 +49,8 @@ type faults struct {
 	// code without sending it (throttling, 5xx).
 	failStatus int
 	failCode   string
+	// failOp limits fail to one operation ("CreateTable"); "" is all.
+	failOp string
 }
 
 func newFaults() *faults {
@@ -72,7 +74,7 @@ func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
 		f.mu.Unlock()
 		return nil, errKilled
 	}
-	if f.failStatus != 0 {
+	if f.failStatus != 0 && (f.failOp == "" || strings.HasSuffix(req.Header.Get("X-Amz-Target"), "."+f.failOp)) {
 		status, code := f.failStatus, f.failCode
 		f.mu.Unlock()
 		body := fmt.Sprintf(`{"__type":"com.amazonaws.dynamodb.v20120810#%s","message":"injected"}`, code)

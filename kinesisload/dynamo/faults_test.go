@@ -1,0 +1,240 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/emulator"
+	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// holder is one host of a harness holding every shard of stream "s".
+type holder struct {
+	h      *harness
+	m      kinesisload.Membership
+	leases map[string]kinesisload.Lease
+}
+
+// holdAll joins host a, initialises n ACTIVE shards at 100 and acquires
+// them all.
+func holdAll(t *testing.T, h *harness, n int) *holder {
+	t.Helper()
+	ctx := context.Background()
+	m, err := h.Host("a").Join(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Leave(context.Background()) })
+	var ups []kinesisload.ShardProgress
+	for i := range n {
+		ups = append(ups, kinesisload.ShardProgress{ShardID: fmt.Sprintf("shard-%d", i), State: kinesisload.StateActive, Position: scan.AfterSequence("100")})
+	}
+	if err := m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error { return st.Save(ctx, "s", ups) }); err != nil {
+		t.Fatal(err)
+	}
+	ho := &holder{h: h, m: m, leases: map[string]kinesisload.Lease{}}
+	ho.rounds(t, 2)
+	if len(ho.leases) != n {
+		t.Fatalf("host a holds %d of %d shards", len(ho.leases), n)
+	}
+	return ho
+}
+
+// rounds advances k renew intervals, acquiring after each.
+func (ho *holder) rounds(t *testing.T, k int) {
+	t.Helper()
+	_, renew := ho.h.Timing()
+	for range k {
+		ho.h.Advance(renew)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		p, err := ho.m.Store().Load(ctx, "s")
+		cancel()
+		if err != nil {
+			continue // an outage
+		}
+		var ready []string
+		for id := range p {
+			ready = append(ready, id)
+		}
+		ls, err := ho.m.Acquire(context.Background(), ready)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			ho.leases[l.Shard()] = l
+		}
+	}
+}
+
+func (ho *holder) position(t *testing.T, shard string) scan.Position {
+	t.Helper()
+	p, err := ho.m.Store().Load(context.Background(), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p[shard].Position
+}
+
+func lost(l kinesisload.Lease) bool {
+	select {
+	case <-l.Lost():
+		return true
+	default:
+		return false
+	}
+}
+
+// Throttling and 5xx on every call for less than the fence allows: the
+// host keeps its leases (same epoch), a Commit made during the outage
+// lands once it ends, and nothing is lost. For longer than that: the host
+// fences itself (its leases are lost, its Commit refused), and takes its
+// shards again under a new epoch once DynamoDB answers, from the
+// committed position.
+func TestThrottlingAnd5xxAreTransient(t *testing.T) {
+	e := emulator.Start(t, emulator.Dynalite)
+	for _, fault := range []struct {
+		status int
+		code   string
+	}{
+		{http.StatusBadRequest, "ProvisionedThroughputExceededException"},
+		{http.StatusBadRequest, "ThrottlingException"},
+		{http.StatusInternalServerError, "InternalServerError"},
+		{http.StatusServiceUnavailable, "ServiceUnavailable"},
+	} {
+		t.Run(fault.code, func(t *testing.T) {
+			h := newHarness(t, e.Endpoint)
+			ho := holdAll(t, h, 2)
+			f := h.host("a").faults
+			lease, renew := h.Timing()
+			cfg := h.host("a").c.cfg
+			l := ho.leases["shard-0"]
+			epoch := l.Epoch()
+
+			// A short outage: less than LeaseDuration-FenceMargin.
+			f.set(func(f *faults) { f.failStatus, f.failCode = fault.status, fault.code })
+			done := make(chan error, 1)
+			go func() {
+				done <- l.Commit(context.Background(), kinesisload.ShardProgress{ShardID: "shard-0", Position: scan.AfterSequence("200")})
+			}()
+			short := int((cfg.LeaseDuration-cfg.FenceMargin)/renew) - 1
+			ho.rounds(t, short)
+			select {
+			case err := <-done:
+				t.Fatalf("Commit returned %v during the outage, want it to wait", err)
+			default:
+			}
+			f.set(func(f *faults) { f.failStatus = 0 })
+			if err := <-done; err != nil {
+				t.Fatalf("Commit across a short outage = %v", err)
+			}
+			ho.rounds(t, 3)
+			for id, l := range ho.leases {
+				if lost(l) {
+					t.Errorf("%s lost after a short outage", id)
+				}
+			}
+			if l.Epoch() != epoch || ho.leases["shard-0"] != l {
+				t.Errorf("the lease changed across a short outage")
+			}
+			if got := ho.position(t, "shard-0"); !got.Equal(scan.AfterSequence("200")) {
+				t.Errorf("position after the outage = %v, want 200", got)
+			}
+
+			// A long outage (a minute): fenced, then back.
+			f.set(func(f *faults) { f.failStatus, f.failCode = fault.status, fault.code })
+			ho.rounds(t, int(time.Minute/renew))
+			if !lost(l) {
+				t.Fatal("the lease is not lost after a minute without a heartbeat")
+			}
+			err := l.Commit(context.Background(), kinesisload.ShardProgress{ShardID: "shard-0", Position: scan.AfterSequence("300")})
+			if !errors.Is(err, kinesisload.ErrLeaseLost) {
+				t.Errorf("Commit of a fenced lease = %v, want ErrLeaseLost", err)
+			}
+			f.set(func(f *faults) { f.failStatus = 0 })
+			ho.rounds(t, int(2*lease/renew))
+			again := ho.leases["shard-0"]
+			if again == l || lost(again) {
+				t.Fatal("shard-0 was not taken again after the outage")
+			}
+			if again.Epoch() <= epoch {
+				t.Errorf("epoch after re-taking = %d, want above %d", again.Epoch(), epoch)
+			}
+			if got := again.Progress().Position; !got.Equal(scan.AfterSequence("200")) {
+				t.Errorf("re-taken at %v, want the committed 200", got)
+			}
+		})
+	}
+}
+
+// With CheckpointInterval, position commits are coalesced: written once
+// the interval passed (by the renew round), at once for a state change,
+// and before a Release.
+func TestCheckpointIntervalCoalesces(t *testing.T) {
+	e := emulator.Start(t, emulator.Dynalite)
+	h := newHarness(t, e.Endpoint)
+	h.cfg.CheckpointInterval = 5 * time.Second
+	ho := holdAll(t, h, 2)
+	ctx := context.Background()
+	_, renew := h.Timing()
+	f := h.host("a").faults
+	writes := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.writes
+	}
+	l := ho.leases["shard-0"]
+	ho.rounds(t, 3) // the interval since the grant passed: the next commit writes
+	if err := l.Commit(ctx, kinesisload.ShardProgress{ShardID: "shard-0", Position: scan.AfterSequence("200")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ho.position(t, "shard-0"); !got.Equal(scan.AfterSequence("200")) {
+		t.Fatalf("first commit after the interval not written: %v", got)
+	}
+	before := writes()
+	for _, seq := range []string{"300", "400", "500"} {
+		if err := l.Commit(ctx, kinesisload.ShardProgress{ShardID: "shard-0", Position: scan.AfterSequence(seq)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := writes() - before; n != 0 {
+		t.Errorf("%d writes for 3 commits within the interval, want 0", n)
+	}
+	if got := ho.position(t, "shard-0"); !got.Equal(scan.AfterSequence("200")) {
+		t.Errorf("coalesced commits visible before the interval: %v", got)
+	}
+	ho.h.Advance(5 * time.Second)
+	if got := ho.position(t, "shard-0"); !got.Equal(scan.AfterSequence("500")) {
+		t.Errorf("after the interval the position is %v, want the last commit 500", got)
+	}
+	_ = renew
+	// A state change is written at once, with the coalesced position.
+	l1 := ho.leases["shard-1"]
+	if err := l1.Commit(ctx, kinesisload.ShardProgress{ShardID: "shard-1", Position: scan.AfterSequence("150")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l1.Commit(ctx, kinesisload.ShardProgress{ShardID: "shard-1", State: kinesisload.StateDraining, Position: scan.AfterSequence("160")}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ho.m.Store().Load(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p["shard-1"].State != kinesisload.StateDraining || !p["shard-1"].Position.Equal(scan.AfterSequence("160")) {
+		t.Errorf("state change not written at once: %+v", p["shard-1"])
+	}
+	// Release writes the coalesced position first.
+	if err := l.Commit(ctx, kinesisload.ShardProgress{ShardID: "shard-0", Position: scan.AfterSequence("600")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := ho.position(t, "shard-0"); !got.Equal(scan.AfterSequence("600")) {
+		t.Errorf("after Release the position is %v, want the coalesced 600", got)
+	}
+}
