@@ -238,3 +238,44 @@ func TestCheckpointIntervalCoalesces(t *testing.T) {
 		t.Errorf("after Release the position is %v, want the coalesced 600", got)
 	}
 }
+
+// The answer to a take (a PutItem of the shard's item) is lost: the host
+// reads the item back, finds itself the owner at the epoch it wrote, and
+// holds the lease once, at that epoch; nothing is taken twice.
+func TestTakeWhoseAnswerIsLost(t *testing.T) {
+	e := emulator.Start(t, emulator.Dynalite)
+	h := newHarness(t, e.Endpoint)
+	ctx := context.Background()
+	m, err := h.Host("a").Join(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Leave(context.Background()) })
+	ups := []kinesisload.ShardProgress{{ShardID: "shard-0", State: kinesisload.StateActive, Position: scan.AfterSequence("100")}}
+	if err := m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error { return st.Save(ctx, "s", ups) }); err != nil {
+		t.Fatal(err)
+	}
+	if ls, err := m.Acquire(ctx, []string{"shard-0"}); err != nil || len(ls) != 0 {
+		t.Fatalf("Acquire before any round = %v, %v", ls, err)
+	}
+	h.host("a").faults.set(func(f *faults) { f.lose, f.loseOp = 1, "PutItem" })
+	_, renew := h.Timing()
+	h.Advance(renew)
+	ls, err := m.Acquire(ctx, []string{"shard-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 1 || ls[0].Epoch() != 1 {
+		t.Fatalf("after a take whose answer was lost, Acquire = %v, want shard-0 at epoch 1", ls)
+	}
+	h.host("a").faults.mu.Lock()
+	left := h.host("a").faults.lose
+	h.host("a").faults.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("no PutItem answer was lost: the test did not exercise a lost take")
+	}
+	h.Advance(3 * renew)
+	if more, _ := m.Acquire(ctx, []string{"shard-0"}); len(more) != 0 || lost(ls[0]) {
+		t.Errorf("the lease changed after the lost answer: granted again %v, lost %v", more, lost(ls[0]))
+	}
+}

@@ -51,6 +51,8 @@ type faults struct {
 	failCode   string
 	// failOp limits fail to one operation ("CreateTable"); "" is all.
 	failOp string
+	// loseOp limits lose to one operation ("PutItem"); "" is every write.
+	loseOp string
 }
 
 func newFaults() *faults {
@@ -89,7 +91,7 @@ func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
 		f.mu.Unlock()
 		return nil, errRefused
 	}
-	lose := write && f.lose > 0
+	lose := write && f.lose > 0 && (f.loseOp == "" || strings.HasSuffix(req.Header.Get("X-Amz-Target"), "."+f.loseOp))
 	if lose {
 		f.lose--
 	}
