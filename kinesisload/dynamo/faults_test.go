@@ -279,3 +279,62 @@ func TestTakeWhoseAnswerIsLost(t *testing.T) {
 		t.Errorf("the lease changed after the lost answer: granted again %v, lost %v", more, lost(ls[0]))
 	}
 }
+
+// Renewal does not wait for commits: with every PutItem (the writes of
+// shard items) hanging for twice the lease duration, on a real clock, the
+// host's heartbeats still land, so it keeps its lease (same epoch, not
+// lost), and the hung Commit lands once PutItem answers again.
+func TestRenewalIsNotBlockedByAHungCommit(t *testing.T) {
+	e := emulator.Start(t, emulator.Dynalite)
+	f := newFaults()
+	c, err := New(newClient(e.Endpoint, f), Config{Table: "renewal", HostID: "a", CreateTable: true, LeaseDuration: 3 * time.Second, CallTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	m, err := c.Join(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = m.Leave(context.Background()) }()
+	ups := []kinesisload.ShardProgress{{ShardID: "shard-0", State: kinesisload.StateActive, Position: scan.AfterSequence("100")}}
+	if err := m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error { return st.Save(ctx, "s", ups) }); err != nil {
+		t.Fatal(err)
+	}
+	var l kinesisload.Lease
+	for l == nil {
+		ls, err := m.Acquire(ctx, []string{"shard-0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ls) == 1 {
+			l = ls[0]
+			break
+		}
+		select {
+		case <-m.Wake():
+		case <-time.After(30 * time.Second):
+			t.Fatal("shard-0 not granted within 30 s")
+		}
+	}
+	f.set(func(f *faults) { f.blockOp = "PutItem" })
+	done := make(chan error, 1)
+	go func() {
+		done <- l.Commit(ctx, kinesisload.ShardProgress{ShardID: "shard-0", Position: scan.AfterSequence("200")})
+	}()
+	time.Sleep(2 * c.Config().LeaseDuration)
+	if lost(l) {
+		t.Fatal("the lease was lost while only its commit hung: renewal waited for it")
+	}
+	f.set(func(f *faults) { f.blockOp = "" })
+	if err := <-done; err != nil {
+		t.Fatalf("the hung Commit = %v once PutItem answered", err)
+	}
+	p, err := m.Store().Load(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p["shard-0"].Position.Equal(scan.AfterSequence("200")) || lost(l) {
+		t.Errorf("after the hang: position %v, lost %v", p["shard-0"].Position, lost(l))
+	}
+}

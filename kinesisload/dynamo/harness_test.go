@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +54,9 @@ type faults struct {
 	failOp string
 	// loseOp limits lose to one operation ("PutItem"); "" is every write.
 	loseOp string
+	// blockOp makes every call of that operation wait until it is
+	// cleared or the call's context ends.
+	blockOp string
 }
 
 func newFaults() *faults {
@@ -75,6 +79,17 @@ func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
 	if f.killed {
 		f.mu.Unlock()
 		return nil, errKilled
+	}
+	if f.blockOp != "" && strings.HasSuffix(req.Header.Get("X-Amz-Target"), "."+f.blockOp) {
+		stop := context.AfterFunc(req.Context(), func() { f.set(func(*faults) {}) })
+		for f.blockOp != "" && req.Context().Err() == nil {
+			f.cond.Wait()
+		}
+		stop()
+		if err := req.Context().Err(); err != nil {
+			f.mu.Unlock()
+			return nil, err
+		}
 	}
 	if f.failStatus != 0 && (f.failOp == "" || strings.HasSuffix(req.Header.Get("X-Amz-Target"), "."+f.failOp)) {
 		status, code := f.failStatus, f.failCode
