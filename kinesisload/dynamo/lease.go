@@ -149,6 +149,7 @@ func (l *lease) write(ctx context.Context, u kinesisload.ShardProgress, release 
 	m, c := l.m, l.m.c
 	me := c.cfg.HostID
 	was := l.cache
+	fresh := false // was read just now, not remembered
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -163,7 +164,7 @@ func (l *lease) write(ctx context.Context, u kinesisload.ShardProgress, release 
 			got, err := c.getShard(ctx, m.stream, l.shard)
 			switch classify(err) {
 			case classOK:
-				was = got
+				was, fresh = got, true
 			case classFatal:
 				return c.fatal("GetItem", err)
 			default:
@@ -186,7 +187,10 @@ func (l *lease) write(ctx context.Context, u kinesisload.ShardProgress, release 
 		m.mu.Unlock()
 		v := was.visible(committed)
 		nv := kinesisload.MergeProgress(v, u)
-		if same(nv, v) && !release {
+		// Nothing to add: the write landed (its answer was lost), or u
+		// adds nothing. Only a fresh read says the lease is still ours;
+		// a remembered item is written again, fenced.
+		if same(nv, v) && !release && fresh {
 			l.cache = was
 			return nil
 		}

@@ -17,8 +17,9 @@ import (
 	"github.com/tidemark/tidemark/kinesisload"
 )
 
-// API is the part of the DynamoDB client the Coordinator uses. A
-// *dynamodb.Client satisfies it.
+// API is the part of the DynamoDB client the Coordinator uses, one method
+// per operation, with the SDK's signatures. A *dynamodb.Client satisfies
+// it; so can a wrapper that counts or injects faults.
 type API interface {
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
@@ -47,6 +48,7 @@ var (
 // another key, or a permission is missing. It names the table, the
 // operation and the IAM permission it needs.
 type TableError struct {
+	// Table is Config.Table.
 	Table string
 	// Op is the DynamoDB operation, e.g. "DescribeTable".
 	Op string
@@ -59,6 +61,7 @@ type TableError struct {
 	Err error
 }
 
+// Error says what failed, on which table, and what would fix it.
 func (e *TableError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "dynamo: table %s: %s", e.Table, e.Op)
@@ -140,7 +143,7 @@ func classify(err error) errorClass {
 	return classUnknown
 }
 
-// permissions names the IAM action of each operation.
+// permission names the IAM action of an operation.
 func permission(op string) string { return "dynamodb:" + op }
 
 // fatal wraps a fatal error of op as a *TableError.

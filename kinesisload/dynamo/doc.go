@@ -1,0 +1,110 @@
+// Package dynamo is the DynamoDB [kinesisload.Coordinator]: it lets the
+// Loaders of many hosts share the shards of a Kinesis stream, with the
+// guarantee of one Loader fleet-wide.
+//
+// Each host makes one [Coordinator] with [New] over a *dynamodb.Client and
+// gives it to its Loader with [kinesisload.WithCoordinator]:
+//
+//	c, err := dynamo.New(dynamodb.NewFromConfig(awsCfg), dynamo.Config{Table: "orders-loader"})
+//	...
+//	l, err := kinesisload.New(cfg, kinesisload.WithCoordinator(c))
+//
+// It is a module of its own, so that the core does not depend on the
+// DynamoDB client. It uses single-item conditional writes only (PutItem
+// and UpdateItem with a ConditionExpression; GetItem and Query with
+// consistent reads): no transactions, no TTL, and no server clock, so it
+// runs on every DynamoDB implementation (dynalite in its tests).
+//
+// # The table
+//
+// One table per application (Config.Table), shared by every host and
+// every stream the application loads. Its key is the partition key
+// "stream" (S, the stream name) and the sort key "item" (S), so one Query
+// reads a stream's whole state. With Config.CreateTable, a missing table
+// is created with on-demand (PAY_PER_REQUEST) billing and waited for until
+// ACTIVE; without it, a missing table is a [*TableError] wrapping
+// [ErrTableMissing] that names the table and dynamodb:CreateTable. The
+// items of a stream:
+//
+//   - "shard#<shard ID>", one per shard: "owner" (the host holding its
+//     lease; absent when free), "epoch" (the fencing token, +1 on every
+//     owner change), "ver" (the item's write count: every write is
+//     conditional on it), "prog" (the committed progress: state,
+//     position, parents, as JSON), "pend" (positions saved by
+//     initialisations, by batch token; only the committed batch's count)
+//     and "handoff" (the host that asked for the shard).
+//   - "init": the initialisation lock ("lockOwner", "lockToken", "ver")
+//     and its commit ("committed", the token of the visible batch).
+//   - "identity": the stream's ARN and creation time ("arn", "created").
+//   - "host#<host ID>", one per host: its heartbeat "counter" and "left".
+//
+// # IAM permissions
+//
+// On the table: dynamodb:DescribeTable, dynamodb:GetItem,
+// dynamodb:PutItem, dynamodb:UpdateItem and dynamodb:Query; and
+// dynamodb:CreateTable only with Config.CreateTable. A refused call is a
+// [*TableError] wrapping [ErrAccessDenied] that names the permission.
+//
+// # The protocol
+//
+// Heartbeats. Each host increments its own counter once per
+// RenewInterval, on condition that the counter is the one it last wrote:
+// one write per host per interval, however many shards it holds. The
+// heartbeat runs on a goroutine of its own, which no Sink, Kinesis call or
+// commit can block. An observer takes a host for dead when the host's
+// counter has not moved for LeaseDuration on the observer's own monotonic
+// clock: clocks of different hosts are never compared, so skew changes no
+// decision.
+//
+// Self-fencing. A host fences itself (every Lease.Lost is closed and it
+// commits nothing more) once LeaseDuration-FenceMargin has passed since
+// the start of its last heartbeat that landed, and a heartbeat call never
+// outlives that moment. Why that is before any other host takes its
+// leases: a heartbeat that started at B and landed was read by an
+// observer no earlier than B, so the observer sees the counter stop no
+// earlier than B and takes the host for dead no earlier than
+// B+LeaseDuration, FenceMargin after the host stopped (clock rates, not
+// readings, are assumed alike).
+//
+// Leases. Taking a shard writes owner = me and epoch+1 on condition that
+// the item is unchanged since it was read. Every commit is conditional on
+// owner = me and epoch = mine (and the item's version): a commit refused
+// because another host owns the shard loses the lease
+// ([kinesisload.LeaseLostError]) and the shard stops on this host. Every
+// write whose answer was lost (a timeout, a dropped connection) or whose
+// condition failed is read back to learn whether it landed: a heartbeat
+// by its counter, a take by owner and epoch, a commit by whether the
+// stored progress already holds it (commits merge monotonically, so
+// applying one twice changes nothing). Throttling, 5xx and timeouts are
+// retried without limit, within the fence.
+//
+// Initialisation. A host wins the init item's lock by a conditional write
+// of a fresh token (a lock held by a host alive in its view is waited
+// for), saves the resolved batch as pending positions under that token,
+// and then writes the commit naming the token, on condition that the lock
+// is still its own. Positions are visible only through the commit: a host
+// that dies half-way leaves nothing visible, and the next winner starts
+// from scratch. No host reads a shard before the commit exists.
+//
+// Balance. Each round a host reads the stream's items (one Query),
+// computes its fair share by count (the leasable shards over the live
+// hosts, rounded up), takes free shards first (unowned, of dead hosts, or
+// reserved for it by a handoff) and, when nothing was free, asks the most
+// loaded host holding at least two more than itself for one shard (one
+// steal at a time). The owner answers the request as a planned move:
+// Lease.Handoff is closed, the Loader finishes and commits its batch in
+// flight and releases, which keeps the request as the asker's
+// reservation, so a planned move delivers nothing twice. A shard is
+// granted only while every parent in the table is COMPLETED, whichever
+// host held it.
+//
+// # Cost
+//
+// Coordination writes grow with hosts, not shards: one heartbeat per host
+// per RenewInterval, plus a write per lease move. Positions are written
+// per commit, or at most once per Config.CheckpointInterval per shard when
+// it is set: the bound on what a crash re-delivers (see there).
+//
+// Not supported yet: a fleet-wide start-over of a re-created stream
+// ([ErrStartOverUnsupported]); balance by throughput.
+package dynamo
