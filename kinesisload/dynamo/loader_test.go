@@ -104,11 +104,11 @@ func (r *loaderRig) waitOwners(hosts ...string) {
 	r.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		snap, err := r.coords[hosts[0]].query(context.Background(), "orders")
+		info, err := r.coords[hosts[0]].Inspect(context.Background(), "orders")
 		if err == nil {
 			owns := map[string]bool{}
-			for _, it := range snap.shards {
-				owns[it.owner] = true
+			for _, sh := range info.Shards {
+				owns[sh.Owner] = true
 			}
 			all := true
 			for _, h := range hosts {
@@ -310,6 +310,32 @@ func TestLoadersShareAStreamPlannedMovesDeliverNothingTwice(t *testing.T) {
 	shards, moved := shardsByHost(ds)
 	if moved == 0 {
 		t.Error("no shard moved between hosts: the test did not exercise a handoff")
+	}
+	// After every host closed: every shard free, every host left, epochs
+	// moved with the owners, the split parent COMPLETED.
+	info, err := r.coords["a"].Inspect(context.Background(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	completed := 0
+	for id, sh := range info.Shards {
+		if sh.Owner != "" {
+			t.Errorf("shard %s still owned by %s after every host closed", id, sh.Owner)
+		}
+		if sh.Epoch == 0 {
+			t.Errorf("shard %s never leased (epoch 0)", id)
+		}
+		if sh.Progress.State == kinesisload.StateCompleted {
+			completed++
+		}
+	}
+	if completed != 1 || len(info.Shards) != 6 || !info.Initialised {
+		t.Errorf("table: %d shards, %d COMPLETED, initialised %v; want 6, the split parent, true", len(info.Shards), completed, info.Initialised)
+	}
+	for id, hi := range info.Hosts {
+		if !hi.Left {
+			t.Errorf("host %s not marked left after Close", id)
+		}
 	}
 	if shards < 6 {
 		t.Errorf("records came from %d shards, want the 4 and the split's 2 children", shards)
