@@ -329,17 +329,28 @@ func (m *member) beat() {
 	ctx, cancel := context.WithTimeout(m.ctx, timeout)
 	defer cancel()
 	next := cur + 1
-	_, err := c.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	in := &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(c.cfg.Table),
 		Key:                       itemKey(m.stream, prefixHost+c.cfg.HostID),
 		UpdateExpression:          aws.String("SET #c = :next, #l = :f"),
 		ConditionExpression:       aws.String("#c = :cur"),
 		ExpressionAttributeNames:  map[string]string{"#c": "counter", "#l": "left"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":next": n(next), ":cur": n(cur), ":f": &types.AttributeValueMemberBOOL{Value: false}},
-	})
-	landed, adopt := err == nil, uint64(0)
+	}
+	if cur == 0 {
+		// Our item was removed (see collect): write it afresh.
+		in.ConditionExpression = aws.String("attribute_not_exists(#c)")
+		delete(in.ExpressionAttributeValues, ":cur")
+	}
+	_, err := c.api.UpdateItem(ctx, in)
+	landed, adopt, gone := err == nil, uint64(0), false
 	if cl := classify(err); cl == classCondition || cl == classUnknown {
-		if item, rerr := c.get(ctx, m.stream, prefixHost+c.cfg.HostID); rerr == nil && item != nil {
+		item, rerr := c.get(ctx, m.stream, prefixHost+c.cfg.HostID)
+		switch {
+		case rerr != nil:
+		case item == nil:
+			gone = true
+		default:
 			got, _ := getN(item, "counter")
 			switch {
 			case got == next && !getBool(item, "left"):
@@ -359,8 +370,58 @@ func (m *member) beat() {
 		}
 	case adopt != 0:
 		m.counter = adopt
+	case gone:
+		m.counter = 0
 	}
 	m.checkFence()
+}
+
+// collectFactor times LeaseDuration is how long a host's heartbeat must
+// stand still in an observer's view before the observer removes its item
+// (a host that left is removed at once), when the host owns no shard and
+// holds no initialisation lock: stateless hosts with fresh IDs would
+// otherwise pile up heartbeat items that every round reads.
+const collectFactor = 3
+
+// collect removes the heartbeat items of hosts that left or died long ago
+// and own nothing, on condition that their counter has not moved: a host
+// that comes back writes its item afresh. At most a few per round.
+func (m *member) collect(snap *snapshot, now time.Time) {
+	c := m.c
+	owns := map[string]bool{snap.init.lockOwner: snap.init.committed == ""}
+	for _, it := range snap.shards {
+		owns[it.owner] = true
+	}
+	var gone []string
+	m.mu.Lock()
+	for id, hb := range snap.hearts {
+		s, ok := m.seen[id]
+		if id == c.cfg.HostID || !ok || owns[id] || s.counter != hb.counter {
+			continue
+		}
+		if hb.left || now.Sub(s.at) >= collectFactor*c.cfg.LeaseDuration {
+			gone = append(gone, id)
+		}
+	}
+	m.mu.Unlock()
+	slices.Sort(gone)
+	for _, id := range gone[:min(len(gone), 4)] {
+		hb := snap.hearts[id]
+		ctx, cancel := context.WithTimeout(m.ctx, c.cfg.CallTimeout)
+		_, err := c.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName:                 aws.String(c.cfg.Table),
+			Key:                       itemKey(m.stream, prefixHost+id),
+			ConditionExpression:       aws.String("#c = :c AND #l = :l"),
+			ExpressionAttributeNames:  map[string]string{"#c": "counter", "#l": "left"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":c": n(hb.counter), ":l": &types.AttributeValueMemberBOOL{Value: hb.left}},
+		})
+		cancel()
+		if err == nil {
+			m.mu.Lock()
+			delete(m.seen, id)
+			m.mu.Unlock()
+		}
+	}
 }
 
 // alive reports whether host id counts as alive in m's view: its
@@ -514,6 +575,8 @@ func (m *member) balance() {
 		}
 	}
 	m.mu.Unlock()
+
+	m.collect(snap, now)
 
 	// Coalesced positions that are due.
 	if c.cfg.CheckpointInterval > 0 {

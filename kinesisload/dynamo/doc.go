@@ -10,8 +10,8 @@
 //	l, err := kinesisload.New(cfg, kinesisload.WithCoordinator(c))
 //
 // It is a module of its own, so that the core does not depend on the
-// DynamoDB client. It uses single-item conditional writes only (PutItem
-// and UpdateItem with a ConditionExpression; GetItem and Query with
+// DynamoDB client. It uses single-item conditional writes only (PutItem,
+// UpdateItem and DeleteItem with a ConditionExpression; GetItem and Query with
 // consistent reads): no transactions, no TTL, and no server clock, so it
 // runs on every DynamoDB implementation (dynalite in its tests).
 //
@@ -37,11 +37,17 @@
 //     and its commit ("committed", the token of the visible batch).
 //   - "identity": the stream's ARN and creation time ("arn", "created").
 //   - "host#<host ID>", one per host: its heartbeat "counter" and "left".
+//     The item of a host that left, or whose counter stood still for 3
+//     lease durations, and that owns nothing, is deleted (on condition
+//     that the counter has not moved), so that hosts with fresh IDs
+//     (stateless containers) do not pile up; a host that comes back
+//     writes its item afresh.
 //
 // # IAM permissions
 //
 // On the table: dynamodb:DescribeTable, dynamodb:GetItem,
-// dynamodb:PutItem, dynamodb:UpdateItem and dynamodb:Query; and
+// dynamodb:PutItem, dynamodb:UpdateItem, dynamodb:DeleteItem (heartbeat
+// items of departed hosts only) and dynamodb:Query; and
 // dynamodb:CreateTable only with Config.CreateTable. A refused call is a
 // [*TableError] wrapping [ErrAccessDenied] that names the permission.
 //

@@ -338,3 +338,56 @@ func TestRenewalIsNotBlockedByAHungCommit(t *testing.T) {
 		t.Errorf("after the hang: position %v, lost %v", p["shard-0"].Position, lost(l))
 	}
 }
+
+// The heartbeat items of a host that left, and of one dead for long that
+// owns nothing, are removed; a host whose item was removed and that comes
+// back writes it afresh and counts as alive again.
+func TestDepartedHostsItemsAreCollected(t *testing.T) {
+	e := emulator.Start(t, emulator.Dynalite)
+	h := newHarness(t, e.Endpoint)
+	ho := holdAll(t, h, 2)
+	ctx := context.Background()
+	lease, renew := h.Timing()
+	hosts := func() map[string]HostInfo {
+		t.Helper()
+		info, err := h.host("a").c.Inspect(ctx, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Hosts
+	}
+	b, err := h.Host("b").Join(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := h.Host("c").Join(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Leave(context.Background()) })
+	ho.rounds(t, 2)
+	if got := hosts(); len(got) != 3 {
+		t.Fatalf("hosts %v, want a, b, c", got)
+	}
+	if err := b.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.Kill("c")
+	ho.rounds(t, 1)
+	if _, ok := hosts()["b"]; ok {
+		t.Error("the item of b, which left, is still there after a round")
+	}
+	if _, ok := hosts()["c"]; !ok {
+		t.Fatal("the item of c was removed at once; it must stand still for a while first")
+	}
+	ho.rounds(t, int(4*lease/renew))
+	if _, ok := hosts()["c"]; ok {
+		t.Fatal("the item of c, dead for 4 lease durations and owning nothing, is still there")
+	}
+	// c comes back.
+	h.host("c").faults.set(func(f *faults) { f.killed = false })
+	ho.rounds(t, 3)
+	if hi, ok := hosts()["c"]; !ok || hi.Left || hi.Counter == 0 {
+		t.Errorf("c came back but its item is %+v (present %v)", hi, ok)
+	}
+}
