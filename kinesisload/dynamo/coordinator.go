@@ -639,7 +639,7 @@ func (m *member) balance() {
 			m.mu.Unlock()
 			if len(theirs) > 0 {
 				id := theirs[mrand.IntN(len(theirs))]
-				if m.request(snap.shards[id], committed) {
+				if m.request(snap.shards[id]) {
 					m.steal, m.stealAt = id, now
 				}
 			}
@@ -699,7 +699,7 @@ func (m *member) take(was *shardItem, committed string) bool {
 }
 
 // request asks the owner of the shard to hand it over.
-func (m *member) request(was *shardItem, committed string) bool {
+func (m *member) request(was *shardItem) bool {
 	next := *was
 	next.handoff, next.ver = m.c.cfg.HostID, was.ver+1
 	err := m.c.putShard(m.ctx, m.stream, was, &next, false)
