@@ -130,13 +130,25 @@ func (f *faults) set(fn func(f *faults)) {
 // newClient returns a DynamoDB client for endpoint through rt, with the
 // SDK's retries off (the Coordinator's own are under test).
 func newClient(endpoint string, rt http.RoundTripper) *dynamodb.Client {
-	return dynamodb.New(dynamodb.Options{
+	return newClientRetries(endpoint, rt, false)
+}
+
+// newClientRetries returns a DynamoDB client for endpoint through rt, with
+// the SDK's default retries when sdkRetries (as users get it): a write
+// whose answer was lost is then sent again by the SDK, and its condition
+// fails on the first attempt's effect.
+func newClientRetries(endpoint string, rt http.RoundTripper, sdkRetries bool) *dynamodb.Client {
+	o := dynamodb.Options{
 		Region:       emulator.Region,
 		BaseEndpoint: aws.String(endpoint),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTIDEMARKTEST", "secret", ""),
 		HTTPClient:   &http.Client{Transport: rt},
 		Retryer:      aws.NopRetryer{},
-	})
+	}
+	if sdkRetries {
+		o.Retryer = nil // the SDK's standard retryer
+	}
+	return dynamodb.New(o)
 }
 
 // manualClock is the fleet's time, read by each host with its own skew.
@@ -159,6 +171,8 @@ type harness struct {
 	table    string
 	cfg      Config
 	now      atomic.Int64
+	// sdkRetries: the hosts' clients retry as the SDK does by default.
+	sdkRetries bool
 
 	mu    sync.Mutex
 	hosts map[string]*testHost
@@ -186,7 +200,7 @@ func (h *harness) host(id string) *testHost {
 		clk := &manualClock{now: &h.now}
 		cfg := h.cfg
 		cfg.Table, cfg.HostID = h.table, id
-		c, err := newCoordinator(newClient(h.endpoint, f), cfg, clk, true)
+		c, err := newCoordinator(newClientRetries(h.endpoint, f, h.sdkRetries), cfg, clk, true)
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -258,4 +272,17 @@ var (
 func TestConformance(t *testing.T) {
 	e := emulator.Start(t, emulator.Dynalite)
 	coordtest.Run(t, func(t *testing.T) coordtest.Harness { return newHarness(t, e.Endpoint) })
+}
+
+// TestConformanceWithSDKRetries runs the suite with the SDK's default
+// retries on: a write whose answer was lost is sent again by the SDK and
+// refused by its own condition, which the Coordinator must read back as
+// landed.
+func TestConformanceWithSDKRetries(t *testing.T) {
+	e := emulator.Start(t, emulator.Dynalite)
+	coordtest.Run(t, func(t *testing.T) coordtest.Harness {
+		h := newHarness(t, e.Endpoint)
+		h.sdkRetries = true
+		return h
+	})
 }
