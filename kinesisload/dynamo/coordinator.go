@@ -300,7 +300,7 @@ func (m *member) checkFence() {
 	}
 	m.fenced = true
 	for _, l := range m.held {
-		m.lose(l, fmt.Sprintf("fenced: no heartbeat landed for %v", now.Sub(m.lastOK)))
+		m.lose(l, kinesisload.LostSelfFenced, fmt.Sprintf("fenced: no heartbeat landed for %v", now.Sub(m.lastOK)))
 	}
 }
 
@@ -538,7 +538,7 @@ func (m *member) balance() {
 			if ok {
 				owner, epoch = it.owner, it.epoch
 			}
-			m.lose(l, fmt.Sprintf("owner is %q at epoch %d", owner, epoch))
+			m.lose(l, kinesisload.LostExpired, fmt.Sprintf("owner is %q at epoch %d", owner, epoch))
 			continue
 		case it.handoff != "" && it.handoff != me:
 			l.askHandoff()
@@ -691,11 +691,28 @@ func (m *member) take(was *shardItem, committed string) bool {
 		return false // ours in the table; it expires, or we take it again
 	}
 	granted := next.visible(committed)
-	l := &lease{m: m, shard: was.id, epoch: next.epoch, progress: granted, cache: next, lastWrite: c.clk.Now(),
+	l := &lease{m: m, shard: was.id, epoch: next.epoch, progress: granted, acquired: m.acquireReason(was), cache: next, lastWrite: c.clk.Now(),
 		lost: make(chan struct{}), handoff: make(chan struct{})}
 	m.held[was.id] = l
 	m.granted = append(m.granted, l)
 	return true
+}
+
+// acquireReason says why a shard whose item was as in was is taken by m.
+func (m *member) acquireReason(was *shardItem) kinesisload.AcquireReason {
+	me := m.c.cfg.HostID
+	switch {
+	case was.owner == me:
+		return kinesisload.AcquireReclaimed
+	case was.owner != "":
+		return kinesisload.AcquireExpired
+	case was.handoff == me:
+		return kinesisload.AcquireHandoff // its owner released it to us
+	case was.epoch == 0:
+		return kinesisload.AcquireInitial
+	default:
+		return kinesisload.AcquireUnowned
+	}
 }
 
 // request asks the owner of the shard to hand it over.
@@ -719,8 +736,8 @@ func (m *member) withdraw(id string) {
 }
 
 // lose marks l lost. m.mu must be held.
-func (m *member) lose(l *lease, reason string) {
-	l.markLost(reason)
+func (m *member) lose(l *lease, why kinesisload.LostReason, reason string) {
+	l.markLost(why, reason)
 	if m.held[l.shard] == l {
 		delete(m.held, l.shard)
 	}
@@ -834,7 +851,7 @@ func (m *member) Leave(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	for _, l := range m.held {
-		m.lose(l, "left")
+		m.lose(l, kinesisload.LostReleased, "left")
 	}
 	m.mu.Unlock()
 	errs = append(errs, m.markLeft(ctx))

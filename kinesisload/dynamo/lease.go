@@ -22,7 +22,11 @@ type lease struct {
 	handOnce sync.Once
 	handoff  chan struct{}
 
+	// acquired says why the lease was granted.
+	acquired kinesisload.AcquireReason
+
 	mu       sync.Mutex
+	why      kinesisload.LostReason
 	reason   string
 	released bool
 
@@ -44,11 +48,21 @@ func (l *lease) Epoch() uint64                       { return l.epoch }
 func (l *lease) Progress() kinesisload.ShardProgress { return l.progress }
 func (l *lease) Lost() <-chan struct{}               { return l.lost }
 func (l *lease) Handoff() <-chan struct{}            { return l.handoff }
+func (l *lease) Acquired() kinesisload.AcquireReason { return l.acquired }
 
-func (l *lease) markLost(reason string) {
+// Err implements [kinesisload.Lease]: nil while the lease is held, then a
+// [*kinesisload.LeaseLostError] saying why it was lost.
+func (l *lease) Err() error {
+	if !l.isLost() {
+		return nil
+	}
+	return l.lostError()
+}
+
+func (l *lease) markLost(why kinesisload.LostReason, reason string) {
 	l.once.Do(func() {
 		l.mu.Lock()
-		l.reason = reason
+		l.why, l.reason = why, reason
 		l.mu.Unlock()
 		close(l.lost)
 	})
@@ -59,7 +73,7 @@ func (l *lease) askHandoff() { l.handOnce.Do(func() { close(l.handoff) }) }
 func (l *lease) lostError() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return &kinesisload.LeaseLostError{Stream: l.m.stream, Shard: l.shard, Epoch: l.epoch, Reason: l.reason}
+	return &kinesisload.LeaseLostError{Stream: l.m.stream, Shard: l.shard, Epoch: l.epoch, Why: l.why, Reason: l.reason}
 }
 
 func (l *lease) isLost() bool {
@@ -72,9 +86,9 @@ func (l *lease) isLost() bool {
 }
 
 // lose marks the lease lost (under the member's lock).
-func (l *lease) lose(reason string) {
+func (l *lease) lose(why kinesisload.LostReason, reason string) {
 	l.m.mu.Lock()
-	l.m.lose(l, reason)
+	l.m.lose(l, why, reason)
 	l.m.mu.Unlock()
 }
 
@@ -83,7 +97,7 @@ func (l *lease) fenced() bool {
 	m := l.m
 	m.mu.Lock()
 	if !l.isLost() && m.fenceDue(m.c.clk.Now()) {
-		m.lose(l, "fenced: no heartbeat landed for too long")
+		m.lose(l, kinesisload.LostSelfFenced, "fenced: no heartbeat landed for too long")
 	}
 	m.mu.Unlock()
 	return l.isLost()
@@ -179,7 +193,7 @@ func (l *lease) write(ctx context.Context, u kinesisload.ShardProgress, release 
 			if release {
 				return nil // not ours any more: nothing to give up
 			}
-			l.lose(fmt.Sprintf("commit refused: owner is %q at epoch %d", was.owner, was.epoch))
+			l.lose(kinesisload.LostCommitRefused, fmt.Sprintf("commit refused: owner is %q at epoch %d", was.owner, was.epoch))
 			return l.lostError()
 		}
 		m.mu.Lock()
@@ -238,7 +252,7 @@ func (l *lease) Release(ctx context.Context) error {
 	}
 	l.wmu.Unlock()
 	m.mu.Lock()
-	m.lose(l, "released")
+	m.lose(l, kinesisload.LostReleased, "released")
 	m.mu.Unlock()
 	return err
 }

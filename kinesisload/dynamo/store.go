@@ -153,8 +153,8 @@ func (m *member) unlock(token string) {
 // lock is still ours and nothing is committed.
 func (m *member) commitInit(ctx context.Context, token string) error {
 	c := m.c
-	lost := func(reason string) error {
-		return &kinesisload.LeaseLostError{Stream: m.stream, Reason: reason}
+	lost := func(why kinesisload.LostReason, reason string) error {
+		return &kinesisload.LeaseLostError{Stream: m.stream, Why: why, Reason: reason}
 	}
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -164,7 +164,7 @@ func (m *member) commitInit(ctx context.Context, token string) error {
 		fenced := m.fenced || m.fenceDue(c.clk.Now())
 		m.mu.Unlock()
 		if fenced {
-			return lost("fenced before the commit: no heartbeat landed for too long")
+			return lost(kinesisload.LostSelfFenced, "fenced before the commit: no heartbeat landed for too long")
 		}
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 		_, err := c.api.UpdateItem(cctx, &dynamodb.UpdateItemInput{
@@ -189,7 +189,7 @@ func (m *member) commitInit(ctx context.Context, token string) error {
 			case ii.committed == token:
 				cl = classOK
 			case ii.lockToken != token || ii.committed != "":
-				return lost("another host holds the initialisation lock or committed")
+				return lost(kinesisload.LostCommitRefused, "another host holds the initialisation lock or committed")
 			default:
 				cl = classUnknown
 			}
