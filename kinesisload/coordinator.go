@@ -71,7 +71,10 @@ type Membership interface {
 	// every host all at once, when Initialise commits it after init
 	// returned nil. Nothing saved by an init that failed, was cancelled
 	// or whose host died is ever visible; another host initialises
-	// instead, from scratch. Every other host waits until that commit is
+	// instead, from scratch; the staging store should be a [StartStore]
+	// whose T0 outlives the host that saved it, so that the host that
+	// takes over resolves LATEST at the first T0 (coordtest's conformance
+	// suite checks it). Every other host waits until that commit is
 	// visible, then calls init with [Membership.Store], whose Load then
 	// returns the committed batch (there is nothing left to resolve).
 	// Later sessions call init with Store at once.

@@ -70,6 +70,9 @@ type fleetRig struct {
 	hooks map[string]kinesisload.Hook
 	// configure, when set, changes every host's Config.
 	configure func(*kinesisload.Config)
+	// clients, when set for a host, is its Kinesis client (default: the
+	// fake).
+	clients map[string]scan.Client
 }
 
 func newFleetRig(t *testing.T, shards int) *fleetRig {
@@ -105,7 +108,11 @@ func newFleetRig(t *testing.T, shards int) *fleetRig {
 
 func (r *fleetRig) start(host string) {
 	r.t.Helper()
-	opts := []kinesisload.Option{kinesisload.WithClient(r.fake), kinesisload.WithCoordinator(r.fleet.Host(host)), kinesisload.WithLogger(slog.New(slog.DiscardHandler))}
+	var client scan.Client = r.fake
+	if c := r.clients[host]; c != nil {
+		client = c
+	}
+	opts := []kinesisload.Option{kinesisload.WithClient(client), kinesisload.WithCoordinator(r.fleet.Host(host)), kinesisload.WithLogger(slog.New(slog.DiscardHandler))}
 	if h := r.hooks[host]; h != nil {
 		opts = append(opts, kinesisload.WithHooks(h))
 	}

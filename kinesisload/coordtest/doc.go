@@ -28,6 +28,10 @@
 //     token), writes the batch as pending positions under its token, then
 //     writes the commit naming the token on condition that the lock is
 //     still its own. Only the committed batch's positions are visible.
+//     The lock holder's store is a [kinesisload.StartStore]: T0 is saved
+//     in the init item under the lock's token and kept by every later
+//     holder, so a host that takes the initialisation over resolves at
+//     the first T0.
 //   - Balance: fair share by count (ceil(leasable/live hosts)); free
 //     shards (unowned, expired, reserved for the taker) first; otherwise
 //     at most one steal at a time, from the most loaded host holding at

@@ -108,11 +108,14 @@ type item struct {
 	HandoffTo string
 }
 
-// initItem is the stream's initialisation decision: the lock, and the
-// commit naming the batch whose pending positions are visible.
+// initItem is the stream's initialisation decision: the lock, the commit
+// naming the batch whose pending positions are visible, and T0, the start
+// time the first lock holder saved (kept by every later holder, so that a
+// host taking over from one that died resolves LATEST at the first T0).
 type initItem struct {
 	LockOwner, LockToken string
 	Committed            string
+	T0                   time.Time
 }
 
 // visible is the item's progress as every host sees it: the pending
@@ -1337,6 +1340,54 @@ var errNoStartOver = errors.New("coordtest: the in-memory fleet cannot start a s
 // StartOver implements [kinesisload.PositionStore]: not supported yet.
 func (s sharedStore) StartOver(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
 	return fmt.Errorf("stream %s: %w", stream, errNoStartOver)
+}
+
+var _ kinesisload.StartStore = stagingStore{}
+
+// LoadStart implements [kinesisload.StartStore]: the T0 in the init item,
+// saved by this or an earlier holder of the initialisation lock.
+func (s stagingStore) LoadStart(ctx context.Context, stream string) (time.Time, bool, error) {
+	if err := (sharedStore{m: s.m}).check(ctx, stream); err != nil {
+		return time.Time{}, false, err
+	}
+	var t0 time.Time
+	err := s.m.h.access(stream, false, func(tb *table) error { t0 = tb.init.T0; return nil })
+	return t0, err == nil && !t0.IsZero(), err
+}
+
+// SaveStart implements [kinesisload.StartStore]: T0 is written into the
+// init item, unless one is there, on condition that the lock is still
+// ours; when it is not, a [*kinesisload.LeaseLostError].
+func (s stagingStore) SaveStart(ctx context.Context, stream string, t0 time.Time) (time.Time, error) {
+	if err := (sharedStore{m: s.m}).check(ctx, stream); err != nil {
+		return time.Time{}, err
+	}
+	if t0.IsZero() {
+		return time.Time{}, fmt.Errorf("coordtest: stream %s: SaveStart with the zero time", stream)
+	}
+	var got time.Time
+	err := s.m.retry(ctx, stream, func(tb *table) error {
+		if tb.init.LockToken != s.batch || tb.init.Committed != "" {
+			return errCondition
+		}
+		if tb.init.T0.IsZero() {
+			tb.init.T0 = t0.UTC()
+		}
+		got = tb.init.T0
+		return nil
+	})
+	if errors.Is(err, errCondition) {
+		return time.Time{}, &kinesisload.LeaseLostError{Stream: stream, Why: kinesisload.LostCommitRefused, Reason: "the initialisation lock was taken over before the start time was saved"}
+	}
+	return got, err
+}
+
+// ClearStart implements [kinesisload.StartStore]: nothing is written. T0
+// stays in the init item until the commit, which makes it moot (only the
+// staging store, before the commit, reads it), so that a host taking over
+// from one that died after ClearStart still resolves at it.
+func (s stagingStore) ClearStart(ctx context.Context, stream string) error {
+	return (sharedStore{m: s.m}).check(ctx, stream)
 }
 
 // Identity implements [kinesisload.PositionStore] (as the shared store).

@@ -96,6 +96,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"TwoHostsInitialiseAtOnce", 2, false, testTwoInitialise},
 		{"InitialiseWaitsForALiveHolder", 2, false, testInitWaits},
 		{"HostDiesMidInitialisation", 2, true, testDiesMidInit},
+		{"TakeOverKeepsTheFirstStartTime", 2, true, testTakeOverT0},
 		{"ZombieCommitRefused", 2, true, testZombie},
 		{"LostAnswerNoDoubleEffect", 1, true, testLostAnswer},
 		{"SelfFenceBeforeExpiry", 2, true, testSelfFence},
@@ -474,6 +475,116 @@ func testDiesMidInit(t *testing.T, h Harness) {
 		if pos != scan.AfterSequence("222").String() {
 			t.Errorf("shard %s at %s: the dead host's pending batch became visible", id, pos)
 		}
+	}
+}
+
+// testTakeOverT0: the lock holder saves T0 and dies before its commit;
+// the host that takes the initialisation over finds that T0 (also after a
+// failed attempt of its own) and cannot replace it, so that it resolves
+// LATEST where the first start-up would have: records put between the
+// two start-ups are delivered, not taken for "before the start".
+func testTakeOverT0(t *testing.T, h Harness) {
+	f := h.(Faults)
+	a, b := join(t, h, "a"), join(t, h, "b")
+	t0 := time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC)
+	later := t0.Add(10 * time.Minute)
+	startStore := func(st kinesisload.PositionStore) (kinesisload.StartStore, error) {
+		ss, ok := st.(kinesisload.StartStore)
+		if !ok {
+			return nil, fmt.Errorf("the store of the initialisation lock's holder (%T) is not a kinesisload.StartStore", st)
+		}
+		return ss, nil
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	da := make(chan error, 1)
+	go func() {
+		da <- a.m.Initialise(context.Background(), func(ctx context.Context, st kinesisload.PositionStore) error {
+			defer close(entered)
+			ss, err := startStore(st)
+			if err != nil {
+				return err
+			}
+			if got, ok, err := ss.LoadStart(ctx, stream); err != nil || ok {
+				return fmt.Errorf("a: LoadStart before any start-up = %v, %v, %v; want none pending", got, ok, err)
+			}
+			if got, err := ss.SaveStart(ctx, stream, t0); err != nil || !got.Equal(t0) {
+				return fmt.Errorf("a: SaveStart(%v) = %v, %v", t0, got, err)
+			}
+			// T0 is saved; the host dies before it resolves and commits.
+			entered <- struct{}{}
+			<-release
+			return nil
+		})
+	}()
+	select {
+	case <-entered:
+	case err := <-da:
+		t.Fatalf("a: Initialise: %v", err)
+	}
+	f.Kill("a")
+	// b's first attempt fails after reading T0 (a transient failure of
+	// its resolution); its second one commits.
+	var first, second time.Time
+	attempt := 0
+	err := initialise(t, h, b, func(ctx context.Context, st kinesisload.PositionStore) error {
+		attempt++
+		ss, err := startStore(st)
+		if err != nil {
+			return err
+		}
+		got, ok, err := ss.LoadStart(ctx, stream)
+		if err != nil || !ok {
+			return fmt.Errorf("b: LoadStart after a died = %v, %v, %v; want a's %v", got, ok, err, t0)
+		}
+		first = got
+		return errors.New("b: resolution failed (transient)")
+	})
+	if err == nil || attempt != 1 || first.IsZero() {
+		t.Fatalf("b: the failing first attempt returned %v after %d calls", err, attempt)
+	}
+	if err := initialise(t, h, b, func(ctx context.Context, st kinesisload.PositionStore) error {
+		if attempt != 1 {
+			return nil
+		}
+		ss, err := startStore(st)
+		if err != nil {
+			return err
+		}
+		attempt++
+		got, ok, err := ss.LoadStart(ctx, stream)
+		if err != nil || !ok {
+			return fmt.Errorf("b: LoadStart after its failed attempt = %v, %v, %v; want a's %v", got, ok, err, t0)
+		}
+		second = got
+		if kept, err := ss.SaveStart(ctx, stream, later); err != nil || !kept.Equal(t0) {
+			return fmt.Errorf("b: SaveStart(%v) over a's T0 = %v, %v; want a's %v kept", later, kept, err, t0)
+		}
+		if err := ss.ClearStart(ctx, stream); err != nil {
+			return fmt.Errorf("b: ClearStart: %w", err)
+		}
+		return st.Save(ctx, stream, slices.Collect(maps.Values(active(2, "222"))))
+	}); err != nil {
+		t.Fatalf("b: Initialise after a died: %v", err)
+	}
+	close(release)
+	<-da
+	if !first.Equal(t0) || !second.Equal(t0) {
+		t.Errorf("b resolved at %v, then %v; want a's first T0 %v both times", first, second, t0)
+	}
+	if got := positions(load(t, b)); len(got) != 2 {
+		t.Errorf("b's batch is not visible after its commit: %v", got)
+	}
+	// Once committed, a later start-up (a widened selection) takes its
+	// own T0: no store it is given still holds the first one.
+	if err := initialise(t, h, b, func(ctx context.Context, st kinesisload.PositionStore) error {
+		if ss, ok := st.(kinesisload.StartStore); ok {
+			if got, ok, err := ss.LoadStart(ctx, stream); err != nil || ok {
+				return fmt.Errorf("after the commit: LoadStart = %v, %v, %v; want none pending", got, ok, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("b: Initialise after the commit: %v", err)
 	}
 }
 

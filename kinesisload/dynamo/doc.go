@@ -33,8 +33,10 @@
 //     position, parents, as JSON), "pend" (positions saved by
 //     initialisations, by batch token; only the committed batch's count)
 //     and "handoff" (the host that asked for the shard).
-//   - "init": the initialisation lock ("lockOwner", "lockToken", "ver")
-//     and its commit ("committed", the token of the visible batch).
+//   - "init": the initialisation lock ("lockOwner", "lockToken", "ver"),
+//     its commit ("committed", the token of the visible batch) and T0
+//     ("t0", RFC 3339: the start time LATEST is resolved at, saved by the
+//     first lock holder and kept by every later one).
 //   - "identity": the stream's ARN and creation time ("arn", "created").
 //   - "host#<host ID>", one per host: its heartbeat "counter" and "left".
 //     The item of a host that left, or whose counter stood still for 3
@@ -90,7 +92,13 @@
 // and then writes the commit naming the token, on condition that the lock
 // is still its own. Positions are visible only through the commit: a host
 // that dies half-way leaves nothing visible, and the next winner starts
-// from scratch. No host reads a shard before the commit exists.
+// from scratch. No host reads a shard before the commit exists. Before it
+// resolves anything, the holder saves T0 into the init item (the lock's
+// store is a [kinesisload.StartStore]; the write is conditional on its
+// token, and taking the lock keeps the item's t0): a host that takes the
+// initialisation over from one that died resolves LATEST at the first
+// T0, so the records that arrived between the two start-ups are
+// delivered.
 //
 // Balance. Each round a host reads the stream's items (one Query),
 // computes its fair share by count (the leasable shards over the live

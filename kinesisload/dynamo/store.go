@@ -99,6 +99,10 @@ func (m *member) lock(ctx context.Context, was initItem, token string) (ok bool,
 			"ver": n(was.ver + 1), "lockOwner": s(c.cfg.HostID), "lockToken": s(token),
 		},
 	}
+	if !was.t0.IsZero() {
+		// The first holder's start time outlives it (see SaveStart).
+		in.Item["t0"] = s(was.t0.UTC().Format(time.RFC3339Nano))
+	}
 	if !was.exists {
 		in.ConditionExpression = aws.String("attribute_not_exists(#i)")
 		in.ExpressionAttributeNames = map[string]string{"#i": keyItem}
@@ -436,6 +440,90 @@ func (st stagingStore) Save(ctx context.Context, stream string, updates []kinesi
 		next.pend[st.batch] = np
 		return &next
 	})
+}
+
+var _ kinesisload.StartStore = stagingStore{}
+
+// LoadStart implements [kinesisload.StartStore]: the t0 of the init item,
+// saved by this or an earlier holder of the initialisation lock.
+func (st stagingStore) LoadStart(ctx context.Context, stream string) (time.Time, bool, error) {
+	m, c := st.m, st.m.c
+	if err := m.shared().check(ctx, stream); err != nil {
+		return time.Time{}, false, err
+	}
+	for attempt := 0; ; attempt++ {
+		ii, err := m.readInit(ctx)
+		switch classify(err) {
+		case classOK:
+			return ii.t0, !ii.t0.IsZero(), nil
+		case classFatal:
+			return time.Time{}, false, c.fatal("GetItem", err)
+		}
+		if err := c.sleep(ctx, backoff(attempt)); err != nil {
+			return time.Time{}, false, err
+		}
+	}
+}
+
+// SaveStart implements [kinesisload.StartStore]: t0 is written into the
+// init item unless one is there (if_not_exists), on condition that the
+// lock is still ours and nothing is committed; the version moves, so that
+// a host taking the lock on an older read fails and reads it again. A
+// write whose answer was lost is read back. When the lock is another
+// host's, a [*kinesisload.LeaseLostError].
+func (st stagingStore) SaveStart(ctx context.Context, stream string, t0 time.Time) (time.Time, error) {
+	m, c := st.m, st.m.c
+	if err := m.shared().check(ctx, stream); err != nil {
+		return time.Time{}, err
+	}
+	if t0.IsZero() {
+		return time.Time{}, fmt.Errorf("dynamo: stream %s: SaveStart with the zero time", stream)
+	}
+	for attempt := 0; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+		out, err := c.api.UpdateItem(cctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(c.cfg.Table),
+			Key:                       itemKey(m.stream, itemInit),
+			UpdateExpression:          aws.String("SET #t0 = if_not_exists(#t0, :t0), #v = #v + :one"),
+			ConditionExpression:       aws.String("#t = :t AND attribute_not_exists(#cm)"),
+			ExpressionAttributeNames:  map[string]string{"#t0": "t0", "#v": "ver", "#t": "lockToken", "#cm": "committed"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":t0": s(t0.UTC().Format(time.RFC3339Nano)), ":one": n(1), ":t": s(st.batch)},
+			ReturnValues:              types.ReturnValueAllNew,
+		})
+		cancel()
+		cl := classify(err)
+		if cl == classFatal {
+			return time.Time{}, c.fatal("UpdateItem", err)
+		}
+		if cl == classOK {
+			ii, err := decodeInit(out.Attributes)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("dynamo: table %s: stream %s: %w", c.cfg.Table, m.stream, err)
+			}
+			return ii.t0, nil
+		}
+		// Refused or unknown: read back.
+		ii, rerr := m.readInit(ctx)
+		switch {
+		case rerr != nil:
+		case ii.lockToken != st.batch || ii.committed != "":
+			return time.Time{}, &kinesisload.LeaseLostError{Stream: m.stream, Why: kinesisload.LostCommitRefused,
+				Reason: "another host took the initialisation lock or committed before the start time was saved"}
+		case !ii.t0.IsZero():
+			return ii.t0, nil // landed
+		}
+		if err := c.sleep(ctx, backoff(attempt)); err != nil {
+			return time.Time{}, err
+		}
+	}
+}
+
+// ClearStart implements [kinesisload.StartStore]: nothing is written. The
+// t0 stays in the init item, where only a holder of the lock before the
+// commit reads it (the commit makes it moot), so that a host taking over
+// from one that died after ClearStart still resolves at it.
+func (st stagingStore) ClearStart(ctx context.Context, stream string) error {
+	return st.m.shared().check(ctx, stream)
 }
 
 // Identity implements [kinesisload.PositionStore] (as the shared store).

@@ -365,6 +365,9 @@ type initItem struct {
 	ver                  uint64
 	lockOwner, lockToken string
 	committed            string
+	// t0 is the start time the first lock holder saved (zero: none); every
+	// later holder keeps it.
+	t0 time.Time
 }
 
 // heart is a host's heartbeat item.
@@ -447,7 +450,13 @@ func decodeInit(m map[string]types.AttributeValue) (initItem, error) {
 	if err != nil {
 		return initItem{}, err
 	}
-	return initItem{exists: true, ver: ver, lockOwner: getS(m, "lockOwner"), lockToken: getS(m, "lockToken"), committed: getS(m, "committed")}, nil
+	ii := initItem{exists: true, ver: ver, lockOwner: getS(m, "lockOwner"), lockToken: getS(m, "lockToken"), committed: getS(m, "committed")}
+	if raw := getS(m, "t0"); raw != "" {
+		if ii.t0, err = time.Parse(time.RFC3339Nano, raw); err != nil {
+			return initItem{}, fmt.Errorf("the init item's t0 %q: %w", raw, err)
+		}
+	}
+	return ii, nil
 }
 
 func decodeIdentity(m map[string]types.AttributeValue) (kinesisload.StreamIdentity, error) {
