@@ -63,6 +63,11 @@ type loaderRig struct {
 	done     map[string]chan error
 	loads    map[string]*kinesisload.Loader
 	n        int
+	// startAt is every host's StartPosition (default TRIM_HORIZON).
+	startAt scan.Position
+	// clients, when set for a host, is its Kinesis client (default: the
+	// fake).
+	clients map[string]scan.Client
 }
 
 func newLoaderRig(t *testing.T, shards int) *loaderRig {
@@ -87,9 +92,17 @@ func (r *loaderRig) start(host string) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	l, err := kinesisload.New(kinesisload.Config{Stream: "orders", Sink: r.sink.forHost(host), StartPosition: scan.TrimHorizon(),
+	startAt := scan.TrimHorizon()
+	if r.startAt.Kind != 0 {
+		startAt = r.startAt
+	}
+	var client scan.Client = r.fake
+	if cl := r.clients[host]; cl != nil {
+		client = cl
+	}
+	l, err := kinesisload.New(kinesisload.Config{Stream: "orders", Sink: r.sink.forHost(host), StartPosition: startAt,
 		IdleWait: 200 * time.Millisecond, ListShardsInterval: 300 * time.Millisecond},
-		kinesisload.WithClient(r.fake), kinesisload.WithCoordinator(c), kinesisload.WithLogger(slog.New(slog.DiscardHandler)))
+		kinesisload.WithClient(client), kinesisload.WithCoordinator(c), kinesisload.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -372,5 +385,52 @@ func TestLoadersShareAStreamKilledHostsShardsMove(t *testing.T) {
 	}
 	if _, moved := shardsByHost(ds); moved == 0 {
 		t.Error("no shard moved from the killed host")
+	}
+}
+
+// stallingClient is the fake, except that its first GetShardIterator
+// (the LATEST resolution, which starts after T0 is saved) says so on
+// resolving and then waits for its context to end.
+type stallingClient struct {
+	*kinesistest.Fake
+	once      sync.Once
+	resolving chan struct{}
+}
+
+func (c *stallingClient) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	c.once.Do(func() { close(c.resolving) })
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// The host that wins the initialisation lock saves T0 and dies before its
+// commit; records are put; the host that takes the initialisation over
+// resolves LATEST at the first host's T0 (read from the init item), so
+// those records are delivered.
+func TestLoadersTakeOverResolvesAtTheFirstStartTime(t *testing.T) {
+	r := newLoaderRig(t, 2)
+	r.startAt = scan.Latest()
+	stall := &stallingClient{Fake: r.fake, resolving: make(chan struct{})}
+	r.clients = map[string]scan.Client{"a": stall}
+	r.start("a")
+	select {
+	case <-stall.resolving:
+	case err := <-r.done["a"]:
+		t.Fatalf("host a: Run returned before resolving: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("host a never began resolving LATEST")
+	}
+	r.kill("a")
+	want := r.put(20)
+	// Kinesis's Date is whole seconds: let its clock pass the records, so
+	// that a T0 taken now would be after them.
+	time.Sleep(1100 * time.Millisecond)
+	r.start("b")
+	r.waitAll(want)
+	r.close("b")
+	for _, d := range r.sink.deliveries() {
+		if d.host != "b" {
+			t.Errorf("record %s delivered by host %s, which died before its commit", d.data, d.host)
+		}
 	}
 }
