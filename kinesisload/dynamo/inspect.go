@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/tidemark/tidemark/kinesisload"
 )
@@ -41,6 +42,10 @@ type StreamInfo struct {
 	// InitLockOwner is the host that holds (or last held) the
 	// initialisation lock.
 	InitLockOwner string
+	// StartTime is T0, the time on Kinesis's clock LATEST is resolved
+	// at, as the first holder of the initialisation lock saved it (zero
+	// when none was saved: no LATEST to resolve).
+	StartTime time.Time
 }
 
 // Inspect reads stream's items (one consistent Query) for tools and tests:
@@ -59,7 +64,7 @@ func (c *Coordinator) Inspect(ctx context.Context, stream string) (StreamInfo, e
 		return StreamInfo{}, fmt.Errorf("dynamo: table %s: stream %s: Query: %w", c.cfg.Table, stream, err)
 	}
 	out := StreamInfo{Shards: map[string]ShardInfo{}, Hosts: map[string]HostInfo{}, Identity: snap.identity,
-		Initialised: snap.init.committed != "", InitLockOwner: snap.init.lockOwner}
+		Initialised: snap.init.committed != "", InitLockOwner: snap.init.lockOwner, StartTime: snap.init.t0}
 	for id, it := range snap.shards {
 		p := it.visible(snap.init.committed)
 		if p.State == 0 && p.Position.Kind == 0 && len(p.Parents) == 0 && it.owner == "" {

@@ -427,6 +427,13 @@ func TestLoadersTakeOverResolvesAtTheFirstStartTime(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond)
 	r.start("b")
 	r.waitAll(want)
+	info, err := r.coords["b"].Inspect(context.Background(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Initialised || info.InitLockOwner != "b" || info.StartTime.IsZero() {
+		t.Errorf("the table after b's takeover: initialised %v by %q at T0 %v; want initialised by b at a's T0", info.Initialised, info.InitLockOwner, info.StartTime)
+	}
 	r.close("b")
 	for _, d := range r.sink.deliveries() {
 		if d.host != "b" {
