@@ -23,6 +23,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/emulator"
 	"github.com/tidemark/tidemark/internal/faultproxy"
+	"github.com/tidemark/tidemark/internal/killloop"
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/scan"
 )
@@ -71,7 +72,7 @@ func (s *memSink) waitFor(t *testing.T, r *inproc, want []written) {
 		}
 		n := 0
 		for _, w := range want {
-			if seen[w.data] {
+			if seen[w.Data] {
 				n++
 			}
 		}
@@ -183,8 +184,8 @@ func committedCovered(t *testing.T, dir, stream string, put []written, got []lin
 		seen[l.data] = true
 	}
 	for _, w := range put {
-		if p, ok := progress[w.shard]; ok && covers(p.Position, w.seq) && !seen[w.data] {
-			t.Errorf("%s (%s %s) is committed (%v) but the sink never got it", w.data, w.shard, w.seq, p.Position)
+		if p, ok := progress[w.Shard]; ok && killloop.Covers(p.Position, w.Seq) && !seen[w.Data] {
+			t.Errorf("%s (%s %s) is committed (%v) but the sink never got it", w.Data, w.Shard, w.Seq, p.Position)
 		}
 	}
 }
@@ -195,7 +196,7 @@ func putN(ctx context.Context, t *testing.T, c *kinesis.Client, stream, prefix s
 	for i := range data {
 		data[i] = fmt.Sprintf("%s-%03d", prefix, i)
 	}
-	w, err := putAll(ctx, c, stream, data)
+	w, err := killloop.PutAll(ctx, c, stream, data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,11 +235,11 @@ func TestBadConfigProcess(t *testing.T) {
 			cc.Dir = filepath.Join(tmp, "journal-"+strconv.Itoa(i))
 			tt.mutate(&cc)
 			p := startLoader(t, cc)
-			code, err := p.wait(30 * time.Second)
+			code, err := p.Wait(30 * time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
-			stderr := p.stderr.String()
+			stderr := p.Stderr()
 			if code != tt.wantCode || !strings.Contains(stderr, tt.wantErr) {
 				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", code, stderr, tt.wantCode, tt.wantErr)
 			}
@@ -261,7 +262,7 @@ func TestBadConfigProcess(t *testing.T) {
 // kinesis-local, each on its own stream.
 func TestBadInput(t *testing.T) {
 	emu := emulator.Start(t, emulator.KinesisLocal)
-	api := newClient(t, emu.Endpoint)
+	api := killloop.NewTestClient(t, emu.Endpoint)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	proxyFor := func(t *testing.T, seed uint64) *faultproxy.Proxy {
@@ -279,7 +280,7 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("corrupt journal", func(t *testing.T) {
 		const stream = "corrupt"
-		createStream(ctx, t, api, stream, 1)
+		killloop.CreateStream(ctx, t, api, stream, 1)
 		tmp := t.TempDir()
 		cc := childConfig{Endpoint: emu.Endpoint, Stream: stream, Dir: filepath.Join(tmp, "journal"), Out: filepath.Join(tmp, "out.txt"),
 			IdleWait: 200 * time.Millisecond, RecordsPerCall: 2}
@@ -301,7 +302,7 @@ func TestBadInput(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		if code, err := p.term(30 * time.Second); err != nil || code != exitOK {
+		if code, err := p.Term(30 * time.Second); err != nil || code != exitOK {
 			t.Fatalf("first loader: exit %d, %v", code, err)
 		}
 		segs, _ := filepath.Glob(filepath.Join(cc.Dir, "*.seg"))
@@ -328,11 +329,11 @@ func TestBadInput(t *testing.T) {
 		outBefore := dirState(t, tmp)[cc.Out]
 
 		p2 := startLoader(t, cc)
-		code, err := p2.wait(30 * time.Second)
+		code, err := p2.Wait(30 * time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		stderr := p2.stderr.String()
+		stderr := p2.Stderr()
 		m := regexp.MustCompile(`journal: corrupt (\S+) at offset (\d+)`).FindStringSubmatch(stderr)
 		if code != exitRunFailed || m == nil {
 			t.Fatalf("exit %d, stderr:\n%s\nwant exit %d and \"journal: corrupt FILE at offset N\"", code, stderr, exitRunFailed)
@@ -355,7 +356,7 @@ func TestBadInput(t *testing.T) {
 		proxy := proxyFor(t, 1)
 		const stream = "no-such-stream"
 		dir := t.TempDir()
-		r := runLoader(t, quick(stream, &memSink{}, dir), kinesisload.WithClient(newClient(t, proxy.URL())))
+		r := runLoader(t, quick(stream, &memSink{}, dir), kinesisload.WithClient(killloop.NewTestClient(t, proxy.URL())))
 		err := r.result(t, 30*time.Second)
 		if _, ok := errorsAs[*types.ResourceNotFoundException](err); !ok || !strings.Contains(err.Error(), "stream "+stream) {
 			t.Fatalf("Run = %v, want a ResourceNotFoundException naming stream %s", err, stream)
@@ -371,10 +372,10 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("stream deleted mid-run", func(t *testing.T) {
 		const stream = "deleted"
-		createStream(ctx, t, api, stream, 2)
+		killloop.CreateStream(ctx, t, api, stream, 2)
 		dir := t.TempDir()
 		sink := &memSink{}
-		r := runLoader(t, quick(stream, sink, dir), kinesisload.WithClient(newClient(t, emu.Endpoint)))
+		r := runLoader(t, quick(stream, sink, dir), kinesisload.WithClient(killloop.NewTestClient(t, emu.Endpoint)))
 		r.waitInit(t)
 		put := putN(ctx, t, api, stream, "d", 20)
 		sink.waitFor(t, r, put)
@@ -408,7 +409,7 @@ func TestBadInput(t *testing.T) {
 				}
 				t.Cleanup(func() { _ = p.Close() })
 				const stream = "refused"
-				r := runLoader(t, quick(stream, &memSink{}, t.TempDir()), kinesisload.WithClient(newClient(t, p.URL())))
+				r := runLoader(t, quick(stream, &memSink{}, t.TempDir()), kinesisload.WithClient(killloop.NewTestClient(t, p.URL())))
 				err = r.result(t, 30*time.Second)
 				if err == nil || !strings.Contains(err.Error(), code) || !strings.Contains(err.Error(), "stream "+stream) {
 					t.Fatalf("Run = %v, want an error naming %s and stream %s", err, code, stream)
@@ -426,7 +427,7 @@ func TestBadInput(t *testing.T) {
 	// initialisation fails without a storm and publishes nothing.
 	t.Run("credentials refused while resolving", func(t *testing.T) {
 		const stream = "refused-scan"
-		createStream(ctx, t, api, stream, 2)
+		killloop.CreateStream(ctx, t, api, stream, 2)
 		putN(ctx, t, api, stream, "h", 4)
 		deny := faultproxy.Rates{Denied: 1}
 		p, err := faultproxy.New(faultproxy.Config{Upstream: emu.Endpoint, Ops: map[string]faultproxy.Rates{"GetShardIterator": deny, "GetRecords": deny}})
@@ -435,7 +436,7 @@ func TestBadInput(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = p.Close() })
 		dir := t.TempDir()
-		r := runLoader(t, quick(stream, &memSink{}, dir), kinesisload.WithClient(newClient(t, p.URL())))
+		r := runLoader(t, quick(stream, &memSink{}, dir), kinesisload.WithClient(killloop.NewTestClient(t, p.URL())))
 		err = r.result(t, 30*time.Second)
 		if err == nil || !strings.Contains(err.Error(), "UnrecognizedClientException") || !strings.Contains(err.Error(), "stream "+stream) {
 			t.Fatalf("Run = %v, want an error naming UnrecognizedClientException and stream %s", err, stream)
@@ -455,11 +456,11 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("credentials refused mid-run", func(t *testing.T) {
 		const stream = "refused-later"
-		createStream(ctx, t, api, stream, 2)
+		killloop.CreateStream(ctx, t, api, stream, 2)
 		proxy := proxyFor(t, 2)
 		dir := t.TempDir()
 		sink := &memSink{}
-		r := runLoader(t, quick(stream, sink, dir), kinesisload.WithClient(newClient(t, proxy.URL())))
+		r := runLoader(t, quick(stream, sink, dir), kinesisload.WithClient(killloop.NewTestClient(t, proxy.URL())))
 		r.waitInit(t)
 		put := putN(ctx, t, api, stream, "p", 10)
 		sink.waitFor(t, r, put)
@@ -487,11 +488,11 @@ func TestBadInput(t *testing.T) {
 	// clears by itself); Close must still stop it promptly.
 	t.Run("throttled forever then closed", func(t *testing.T) {
 		const stream = "throttled"
-		createStream(ctx, t, api, stream, 2)
+		killloop.CreateStream(ctx, t, api, stream, 2)
 		proxy := proxyFor(t, 3)
 		dir := t.TempDir()
 		sink := &memSink{}
-		r := runLoader(t, quick(stream, sink, dir), kinesisload.WithClient(newClient(t, proxy.URL())))
+		r := runLoader(t, quick(stream, sink, dir), kinesisload.WithClient(killloop.NewTestClient(t, proxy.URL())))
 		r.waitInit(t)
 		put := putN(ctx, t, api, stream, "t", 10)
 		sink.waitFor(t, r, put)
@@ -521,7 +522,7 @@ func TestBadInput(t *testing.T) {
 	// hanging. (By default it waits the outage out: see TestOutage.)
 	t.Run("Kinesis never answers", func(t *testing.T) {
 		const stream = "silent"
-		createStream(ctx, t, api, stream, 1)
+		killloop.CreateStream(ctx, t, api, stream, 1)
 		proxy, err := faultproxy.New(faultproxy.Config{Upstream: emu.Endpoint, Seed: 4, MaxDelay: time.Hour})
 		if err != nil {
 			t.Fatal(err)
@@ -532,7 +533,7 @@ func TestBadInput(t *testing.T) {
 		cfg := quick(stream, sink, dir)
 		cfg.CallTimeout = time.Second
 		cfg.KinesisMaxAttempts = 3
-		r := runLoader(t, cfg, kinesisload.WithClient(newClient(t, proxy.URL())))
+		r := runLoader(t, cfg, kinesisload.WithClient(killloop.NewTestClient(t, proxy.URL())))
 		r.waitInit(t)
 		put := putN(ctx, t, api, stream, "n", 5)
 		sink.waitFor(t, r, put)
@@ -550,13 +551,13 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("record larger than the sink accepts", func(t *testing.T) {
 		const stream = "toolarge"
-		createStream(ctx, t, api, stream, 1)
+		killloop.CreateStream(ctx, t, api, stream, 1)
 		var data []string
 		for i := range 4 {
 			data = append(data, fmt.Sprintf("small-%d", i))
 		}
 		data = append(data, "small-4", "BIG-"+strings.Repeat("x", 300), "small-6", "small-7")
-		put, err := putAll(ctx, api, stream, data)
+		put, err := killloop.PutAll(ctx, api, stream, data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -567,9 +568,9 @@ func TestBadInput(t *testing.T) {
 		cfg.RecordsPerCall = 2 // batches: [0 1] [2 3] [4 BIG] ...
 		cfg.SinkRetries = 2
 		cfg.SinkBackoff = 10 * time.Millisecond
-		r := runLoader(t, cfg, kinesisload.WithClient(newClient(t, emu.Endpoint)))
+		r := runLoader(t, cfg, kinesisload.WithClient(killloop.NewTestClient(t, emu.Endpoint)))
 		err = r.result(t, time.Minute)
-		shard := put[0].shard
+		shard := put[0].Shard
 		if err == nil || !strings.Contains(err.Error(), "shard "+shard) || !strings.Contains(err.Error(), "more than 100") {
 			t.Fatalf("Run = %v, want an error naming shard %s and the sink's refusal", err, shard)
 		}
@@ -577,8 +578,8 @@ func TestBadInput(t *testing.T) {
 		sink.mu.Lock()
 		accepted, refused := append([]scan.Position(nil), sink.accepted...), sink.refused
 		sink.mu.Unlock()
-		lastAccepted := scan.AfterSequence(put[3].seq)
-		if diff := cmp.Diff([]string{scan.AfterSequence(put[1].seq).String(), lastAccepted.String()}, positionStrings(accepted)); diff != "" {
+		lastAccepted := scan.AfterSequence(put[3].Seq)
+		if diff := cmp.Diff([]string{scan.AfterSequence(put[1].Seq).String(), lastAccepted.String()}, positionStrings(accepted)); diff != "" {
 			t.Errorf("accepted checkpoints (-want +got):\n%s", diff)
 		}
 		if refused != cfg.SinkRetries+1 {

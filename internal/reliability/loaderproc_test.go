@@ -16,11 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-
-	"github.com/tidemark/tidemark/internal/emulator"
+	"github.com/tidemark/tidemark/internal/killloop"
 	"github.com/tidemark/tidemark/journal"
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/scan"
@@ -105,7 +101,7 @@ func loaderMain(raw string) int {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	defer tr.CloseIdleConnections()
-	client := newClientWith(cc.Endpoint, tr)
+	client := killloop.NewClient(cc.Endpoint, tr)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts := []kinesisload.Option{kinesisload.WithClient(client), kinesisload.WithLogger(logger), kinesisload.WithHooks(initPrinter{})}
 	if cc.SnapshotEvery > 0 {
@@ -133,17 +129,6 @@ func loaderMain(raw string) int {
 		return exitOK
 	}
 	return exitRunFailed
-}
-
-// newClientWith returns a Kinesis client for endpoint on transport tr, with
-// static credentials and the emulator's region, and the SDK's own retries.
-func newClientWith(endpoint string, tr *http.Transport) *kinesis.Client {
-	return kinesis.New(kinesis.Options{
-		Region:       emulator.Region,
-		BaseEndpoint: aws.String(endpoint),
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTIDEMARKTEST", "secret", ""),
-		HTTPClient:   &http.Client{Transport: emulator.InitialResponseTransport(tr)},
-	})
 }
 
 // initPrinter prints INIT_RESOLVED with the journaled starts.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/emulator"
 	"github.com/tidemark/tidemark/internal/faultproxy"
+	"github.com/tidemark/tidemark/internal/killloop"
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/scan"
 )
@@ -79,11 +80,11 @@ func TestOutage(t *testing.T) {
 		window = 2 * time.Minute
 	}
 	emu := emulator.Start(t, emulator.KinesisLocal)
-	api := newClient(t, emu.Endpoint) // the producer's: no faults
+	api := killloop.NewTestClient(t, emu.Endpoint) // the producer's: no faults
 	ctx, cancel := context.WithTimeout(context.Background(), 2*window+3*time.Minute)
 	defer cancel()
 	const stream = "outage"
-	createStream(ctx, t, api, stream, 2)
+	killloop.CreateStream(ctx, t, api, stream, 2)
 	history := putN(ctx, t, api, stream, "h", 4)
 	// LATEST resolves at T0, Kinesis's Date floored to the second: let the
 	// history be older than the second before the start.
@@ -103,7 +104,7 @@ func TestOutage(t *testing.T) {
 	if err := proxy.SetAll(down); err != nil {
 		t.Fatal(err)
 	}
-	r := runLoader(t, cfg, kinesisload.WithClient(newClient(t, proxy.URL())), kinesisload.WithHooks(hooks))
+	r := runLoader(t, cfg, kinesisload.WithClient(killloop.NewTestClient(t, proxy.URL())), kinesisload.WithHooks(hooks))
 	outage(t, r, proxy, window)
 	r.waitInit(t)
 	// The old bound was 5 attempts of the start-up's calls: far more were
@@ -118,22 +119,24 @@ func TestOutage(t *testing.T) {
 	}
 	t.Logf("start-up outage of %v: the first call tried %d times", window, first)
 
-	prod := startProducer(ctx, func(ctx context.Context, data []string) ([]written, error) { return putAll(ctx, api, stream, data) })
+	prod := killloop.StartProducer(ctx, func(ctx context.Context, data []string) ([]written, error) {
+		return killloop.PutAll(ctx, api, stream, data)
+	})
 	time.Sleep(2 * time.Second) // some records read before the outage
 	hooks.reset()
 	outage(t, r, proxy, window)
-	prod.finish()
-	if prod.err != nil {
-		t.Fatalf("producer: %v", prod.err)
+	produced, perr := prod.Finish()
+	if perr != nil {
+		t.Fatalf("producer: %v", perr)
 	}
-	sink.waitFor(t, r, prod.written)
-	for _, sh := range listShards(ctx, t, api, stream) {
+	sink.waitFor(t, r, produced)
+	for _, sh := range killloop.ListShards(ctx, t, api, stream) {
 		id := *sh.ShardId
 		if n := hooks.max("GetRecords", id); n < 6 {
 			t.Errorf("GetRecords on %s retried %d times during the outage, want at least 6", id, n)
 		}
 	}
-	t.Logf("mid-stream outage of %v: %d records written, %d retries", window, len(prod.written), hooks.total)
+	t.Logf("mid-stream outage of %v: %d records written, %d retries", window, len(produced), hooks.total)
 
 	got := sink.lines()
 	seen := map[string]bool{}
@@ -146,18 +149,18 @@ func TestOutage(t *testing.T) {
 		last[l.shard] = l.seq
 	}
 	for _, h := range history {
-		if seen[h.data] {
-			t.Errorf("%s was written before the start (LATEST) and delivered", h.data)
+		if seen[h.Data] {
+			t.Errorf("%s was written before the start (LATEST) and delivered", h.Data)
 		}
 	}
 	missing := 0
-	for _, w := range prod.written {
-		if !seen[w.data] {
+	for _, w := range produced {
+		if !seen[w.Data] {
 			missing++
 		}
 	}
 	if missing > 0 {
-		t.Errorf("%d of %d records lost", missing, len(prod.written))
+		t.Errorf("%d of %d records lost", missing, len(produced))
 	}
 	select {
 	case err := <-r.done:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/emulator"
 	"github.com/tidemark/tidemark/internal/faultproxy"
+	"github.com/tidemark/tidemark/internal/killloop"
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
 )
 
@@ -62,7 +63,7 @@ func putAggregated(ctx context.Context, c *kinesis.Client, stream string, data [
 				continue
 			}
 			for _, d := range groups[i] {
-				out = append(out, written{shard: aws.ToString(r.ShardId), seq: aws.ToString(r.SequenceNumber), data: d})
+				out = append(out, written{Shard: aws.ToString(r.ShardId), Seq: aws.ToString(r.SequenceNumber), Data: d})
 			}
 		}
 		groups = again
@@ -89,9 +90,9 @@ func TestSIGKILLLoopAggregated(t *testing.T) {
 	emu := emulator.Start(t, emulator.KinesisLocal)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(kills)*10*time.Second+3*time.Minute)
 	defer cancel()
-	api := newClient(t, emu.Endpoint)
+	api := killloop.NewTestClient(t, emu.Endpoint)
 	const stream = "sigkill-kpl"
-	createStream(ctx, t, api, stream, 2)
+	killloop.CreateStream(ctx, t, api, stream, 2)
 
 	proxy, err := faultproxy.New(faultproxy.Config{Upstream: emu.Endpoint, Seed: seed, MaxDelay: 100 * time.Millisecond})
 	if err != nil {
@@ -116,19 +117,19 @@ func TestSIGKILLLoopAggregated(t *testing.T) {
 	if err := proxy.SetAll(killFaults); err != nil {
 		t.Fatal(err)
 	}
-	prod := startProducer(ctx, func(ctx context.Context, data []string) ([]written, error) {
+	prod := killloop.StartProducer(ctx, func(ctx context.Context, data []string) ([]written, error) {
 		return putAggregated(ctx, api, stream, data)
 	})
-	t.Cleanup(func() { cancel(); <-prod.done })
+	t.Cleanup(func() { cancel(); <-prod.Done() })
 
 	rng := rand.New(rand.NewPCG(seed, seed+1))
 	var checkpoints []checkpoint
 	for i := range kills {
 		time.Sleep(300*time.Millisecond + time.Duration(rng.Int64N(int64(1200*time.Millisecond))))
-		if loader.exited() {
-			t.Fatalf("kill %d: the loader exited by itself (%v):\n%s", i+1, loader.state, loader.stderr.String())
+		if loader.Exited() {
+			t.Fatalf("kill %d: the loader exited by itself (%v):\n%s", i+1, loader.State(), loader.Stderr())
 		}
-		loader.kill()
+		loader.Kill()
 		out, err := readOutput(cc.Out)
 		if err != nil {
 			t.Fatal(err)
@@ -136,11 +137,11 @@ func TestSIGKILLLoopAggregated(t *testing.T) {
 		checkpoints = append(checkpoints, checkpoint{kill: i + 1, lines: len(out), committed: committed(t, cc.Dir, stream)})
 		loader = startLoader(t, cc)
 	}
-	prod.finish()
-	if prod.err != nil {
-		t.Fatalf("producer: %v", prod.err)
+	produced, perr := prod.Finish()
+	if perr != nil {
+		t.Fatalf("producer: %v", perr)
 	}
-	want := prod.written
+	want := produced
 	if len(want) == 0 {
 		t.Fatal("the producer wrote nothing")
 	}
@@ -156,17 +157,17 @@ func TestSIGKILLLoopAggregated(t *testing.T) {
 		for _, l := range out {
 			seen[l.data] = true
 		}
-		missing := slices.DeleteFunc(slices.Clone(want), func(w written) bool { return seen[w.data] })
+		missing := slices.DeleteFunc(slices.Clone(want), func(w written) bool { return seen[w.Data] })
 		if len(missing) == 0 {
 			break
 		}
-		if loader.exited() || time.Since(drainStart) > 2*time.Minute {
-			t.Fatalf("%d of %d user records not delivered (loader exited: %v), e.g. %+v", len(missing), len(want), loader.exited(), missing[0])
+		if loader.Exited() || time.Since(drainStart) > 2*time.Minute {
+			t.Fatalf("%d of %d user records not delivered (loader exited: %v), e.g. %+v", len(missing), len(want), loader.Exited(), missing[0])
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if code, err := loader.term(30 * time.Second); err != nil || code != exitOK {
-		t.Fatalf("the last loader: exit %d, %v:\n%s", code, err, loader.stderr.String())
+	if code, err := loader.Term(30 * time.Second); err != nil || code != exitOK {
+		t.Fatalf("the last loader: exit %d, %v:\n%s", code, err, loader.Stderr())
 	}
 	if out, err = readOutput(cc.Out); err != nil {
 		t.Fatal(err)
@@ -177,15 +178,15 @@ func TestSIGKILLLoopAggregated(t *testing.T) {
 	aggOf := map[string][]string{} // shard/seq -> data
 	where := map[string]written{}
 	for _, w := range want {
-		k := w.shard + "/" + w.seq
-		aggOf[k] = append(aggOf[k], w.data)
-		where[w.data] = w
+		k := w.Shard + "/" + w.Seq
+		aggOf[k] = append(aggOf[k], w.Data)
+		where[w.Data] = w
 	}
 	// Every delivery of an aggregate is whole and in order.
 	for i := 0; i < len(out); {
 		l := out[i]
 		w, ok := where[l.data]
-		if !ok || w.shard != l.shard || w.seq != l.seq {
+		if !ok || w.Shard != l.shard || w.Seq != l.seq {
 			t.Fatalf("line %d: %q delivered as %s %s, written as %+v", i+1, l.data, l.shard, l.seq, w)
 		}
 		agg := aggOf[l.shard+"/"+l.seq]
@@ -205,12 +206,12 @@ func TestSIGKILLLoopAggregated(t *testing.T) {
 			before[l.data] = true
 		}
 		for _, w := range want {
-			if pr, ok := cp.committed[w.shard]; ok && covers(pr.Position, w.seq) && !before[w.data] {
-				t.Errorf("kill %d: %s (%s %s) is committed (%v) but was not delivered before the kill", cp.kill, w.data, w.shard, w.seq, pr.Position)
+			if pr, ok := cp.committed[w.Shard]; ok && killloop.Covers(pr.Position, w.Seq) && !before[w.Data] {
+				t.Errorf("kill %d: %s (%s %s) is committed (%v) but was not delivered before the kill", cp.kill, w.Data, w.Shard, w.Seq, pr.Position)
 			}
 		}
 		for i, l := range out[cp.lines:] {
-			if pr, ok := cp.committed[l.shard]; ok && covers(pr.Position, l.seq) {
+			if pr, ok := cp.committed[l.shard]; ok && killloop.Covers(pr.Position, l.seq) {
 				t.Errorf("kill %d: line %d: %s (%s %s) delivered again although committed at %v", cp.kill, cp.lines+i+1, l.data, l.shard, l.seq, pr.Position)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/emulator"
 	"github.com/tidemark/tidemark/internal/faultproxy"
+	"github.com/tidemark/tidemark/internal/killloop"
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/scan"
 )
@@ -28,55 +29,6 @@ type checkpoint struct {
 	kill      int
 	lines     int // lines in the output file when the loader died
 	committed map[string]kinesisload.ShardProgress
-}
-
-// producer writes records with unique data until stopped.
-type producer struct {
-	stop    chan struct{}
-	done    chan struct{}
-	written []written // read only after done is closed
-	err     error
-}
-
-// startProducer writes a batch of 10 records every 100 ms until stop is
-// called. A batch in flight when stop is called is finished and recorded,
-// so that written holds every record that reached the stream.
-func startProducer(ctx context.Context, put func(ctx context.Context, data []string) ([]written, error)) *producer {
-	p := &producer{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		next := 0
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-ctx.Done():
-				p.err = ctx.Err()
-				return
-			case <-tick.C:
-			}
-			batch := make([]string, 10)
-			for i := range batch {
-				batch[i] = fmt.Sprintf("r-%06d", next)
-				next++
-			}
-			w, err := put(ctx, batch)
-			p.written = append(p.written, w...)
-			if err != nil {
-				p.err = err
-				return
-			}
-		}
-	}()
-	return p
-}
-
-// finish stops the producer and waits for its last batch.
-func (p *producer) finish() {
-	close(p.stop)
-	<-p.done
 }
 
 // TestSIGKILLLoop runs a loader process against kinesis-local through the
@@ -110,14 +62,14 @@ func sigkillLoop(t *testing.T, fanOut bool) {
 	emu := emulator.Start(t, emulator.KinesisLocal)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(kills)*10*time.Second+3*time.Minute)
 	defer cancel()
-	api := newClient(t, emu.Endpoint) // the producer's and the checks': no faults
+	api := killloop.NewTestClient(t, emu.Endpoint) // the producer's and the checks': no faults
 	const stream = "sigkill"
-	createStream(ctx, t, api, stream, 2)
+	killloop.CreateStream(ctx, t, api, stream, 2)
 	history := make([]string, 10)
 	for i := range history {
 		history[i] = fmt.Sprintf("h-%03d", i)
 	}
-	if _, err := putAll(ctx, api, stream, history); err != nil {
+	if _, err := killloop.PutAll(ctx, api, stream, history); err != nil {
 		t.Fatal(err)
 	}
 	// LATEST resolves at T0, Kinesis's Date (whole seconds, floored)
@@ -151,10 +103,10 @@ func sigkillLoop(t *testing.T, fanOut bool) {
 	if err := proxy.SetAll(killFaults); err != nil {
 		t.Fatal(err)
 	}
-	prod := startProducer(ctx, func(ctx context.Context, data []string) ([]written, error) {
-		return putAll(ctx, api, stream, data)
+	prod := killloop.StartProducer(ctx, func(ctx context.Context, data []string) ([]written, error) {
+		return killloop.PutAll(ctx, api, stream, data)
 	})
-	t.Cleanup(func() { cancel(); <-prod.done })
+	t.Cleanup(func() { cancel(); <-prod.Done() })
 
 	rng := rand.New(rand.NewPCG(seed, seed+1))
 	var (
@@ -172,9 +124,9 @@ func sigkillLoop(t *testing.T, fanOut bool) {
 		}
 		for i := first; i < kills; i += step {
 			if len(reshardAt)%2 == 0 {
-				reshardAt[i] = func() string { return split(ctx, t, api, stream) }
+				reshardAt[i] = func() string { return killloop.Split(ctx, t, api, stream) }
 			} else {
-				reshardAt[i] = func() string { return merge(ctx, t, api, stream) }
+				reshardAt[i] = func() string { return killloop.Merge(ctx, t, api, stream) }
 			}
 		}
 	}
@@ -189,15 +141,15 @@ func sigkillLoop(t *testing.T, fanOut bool) {
 			wait = time.Duration(rng.Int64N(int64(400 * time.Millisecond)))
 		}
 		time.Sleep(wait)
-		if loader.exited() {
-			t.Fatalf("kill %d: the loader exited by itself (%v):\n%s", i+1, loader.state, loader.stderr.String())
+		if loader.Exited() {
+			t.Fatalf("kill %d: the loader exited by itself (%v):\n%s", i+1, loader.State(), loader.Stderr())
 		}
 		select {
-		case <-loader.inits:
+		case <-loader.Lines():
 		default:
 			earlyKills++ // before its initialisation was journaled
 		}
-		loader.kill()
+		loader.Kill()
 		out, err := readOutput(cc.Out)
 		if err != nil {
 			t.Fatal(err)
@@ -212,11 +164,11 @@ func sigkillLoop(t *testing.T, fanOut bool) {
 		loader = startLoader(t, next)
 	}
 	loopTook := time.Since(loopStart)
-	prod.finish()
-	if prod.err != nil {
-		t.Fatalf("producer: %v", prod.err)
+	produced, perr := prod.Finish()
+	if perr != nil {
+		t.Fatalf("producer: %v", perr)
 	}
-	want := prod.written
+	want := produced
 	if len(want) == 0 {
 		t.Fatal("the producer wrote nothing")
 	}
@@ -236,12 +188,12 @@ func sigkillLoop(t *testing.T, fanOut bool) {
 		for _, l := range out {
 			seen[l.data] = true
 		}
-		missing := slices.DeleteFunc(slices.Clone(want), func(w written) bool { return seen[w.data] })
+		missing := slices.DeleteFunc(slices.Clone(want), func(w written) bool { return seen[w.Data] })
 		if len(missing) == 0 {
 			break
 		}
-		if loader.exited() {
-			t.Fatalf("the last loader exited by itself (%v) with %d records missing:\n%s", loader.state, len(missing), loader.stderr.String())
+		if loader.Exited() {
+			t.Fatalf("the last loader exited by itself (%v) with %d records missing:\n%s", loader.State(), len(missing), loader.Stderr())
 		}
 		if time.Since(drainStart) > 2*time.Minute {
 			t.Fatalf("%d of %d records not delivered 2m after the last kill, e.g. %+v", len(missing), len(want), missing[0])
@@ -249,30 +201,30 @@ func sigkillLoop(t *testing.T, fanOut bool) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	drainTook := time.Since(drainStart)
-	if code, err := loader.term(30 * time.Second); err != nil || code != exitOK {
-		t.Fatalf("the last loader: exit %d, %v:\n%s", code, err, loader.stderr.String())
+	if code, err := loader.Term(30 * time.Second); err != nil || code != exitOK {
+		t.Fatalf("the last loader: exit %d, %v:\n%s", code, err, loader.Stderr())
 	}
 	if out, err = readOutput(cc.Out); err != nil {
 		t.Fatal(err)
 	}
 	final := committed(t, cc.Dir, stream)
 	checkpoints = append(checkpoints, checkpoint{kill: kills + 1, lines: len(out), committed: final})
-	lineage := listShards(ctx, t, api, stream)
+	lineage := killloop.ListShards(ctx, t, api, stream)
 
 	// Nothing from before the first initialisation.
 	where := map[string]written{}
 	for _, w := range want {
-		where[w.data] = w
+		where[w.Data] = w
 	}
 	for i, l := range out {
 		w, ok := where[l.data]
 		switch {
 		case !ok:
 			t.Errorf("line %d: %q was delivered but not written after the first initialisation (%s %s)", i+1, l.data, l.shard, l.seq)
-		case w.shard != l.shard || w.seq != l.seq:
-			t.Errorf("line %d: %q delivered as %s %s, written as %s %s", i+1, l.data, l.shard, l.seq, w.shard, w.seq)
+		case w.Shard != l.shard || w.Seq != l.seq:
+			t.Errorf("line %d: %q delivered as %s %s, written as %s %s", i+1, l.data, l.shard, l.seq, w.Shard, w.Seq)
 		}
-		if p, err := scan.Parse(resolved[l.shard]); err == nil && covers(p, l.seq) {
+		if p, err := scan.Parse(resolved[l.shard]); err == nil && killloop.Covers(p, l.seq) {
 			t.Errorf("line %d: %s %s is at or before the shard's resolved start %v", i+1, l.shard, l.seq, p)
 		}
 	}
@@ -330,12 +282,12 @@ func sigkillLoop(t *testing.T, fanOut bool) {
 			before[l.data] = true
 		}
 		for _, w := range want {
-			if pr, ok := cp.committed[w.shard]; ok && covers(pr.Position, w.seq) && !before[w.data] {
-				t.Errorf("kill %d: %s (%s %s) is committed (%v) but was not delivered before the kill", cp.kill, w.data, w.shard, w.seq, pr.Position)
+			if pr, ok := cp.committed[w.Shard]; ok && killloop.Covers(pr.Position, w.Seq) && !before[w.Data] {
+				t.Errorf("kill %d: %s (%s %s) is committed (%v) but was not delivered before the kill", cp.kill, w.Data, w.Shard, w.Seq, pr.Position)
 			}
 		}
 		for i, l := range out[cp.lines:] {
-			if pr, ok := cp.committed[l.shard]; ok && covers(pr.Position, l.seq) {
+			if pr, ok := cp.committed[l.shard]; ok && killloop.Covers(pr.Position, l.seq) {
 				t.Errorf("kill %d: line %d: %s (%s %s) delivered again although committed at %v", cp.kill, cp.lines+i+1, l.data, l.shard, l.seq, pr.Position)
 			}
 		}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package reliability
+package killloop
 
 import "syscall"
 
