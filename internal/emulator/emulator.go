@@ -110,9 +110,37 @@ type Emulator struct {
 // testing.Short() and fails it otherwise, naming the install script.
 func Start(tb testing.TB, kind Kind) *Emulator {
 	tb.Helper()
-	script, err := scriptPath(kind)
+	e, err := Launch(kind, tb.TempDir())
+	if errors.Is(err, ErrNotInstalled) && testing.Short() {
+		tb.Skip(err)
+	}
 	if err != nil {
 		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			tb.Errorf("emulator: stop %s: %v", kind, err)
+		}
+		if tb.Failed() {
+			tb.Logf("emulator: %s output:\n%s", kind, e.out.orNone())
+		}
+	})
+	return e
+}
+
+// ErrNotInstalled is wrapped by [Launch]'s error when the emulators (or
+// node) are not installed.
+var ErrNotInstalled = errors.New("emulator: not installed")
+
+// Launch is [Start] for programs (examples/fleet): it starts an emulator
+// of the given kind on a free 127.0.0.1 port and waits until it answers;
+// tmp is a directory for a small file it needs. The caller stops it with
+// [Emulator.Stop]. When the emulators are not installed, the error wraps
+// [ErrNotInstalled] and names the install script.
+func Launch(kind Kind, tmp string) (*Emulator, error) {
+	script, err := scriptPath(kind)
+	if err != nil {
+		return nil, err
 	}
 	dir, err := installDir()
 	if err == nil {
@@ -122,16 +150,12 @@ func Start(tb testing.TB, kind Kind) *Emulator {
 		_, err = exec.LookPath("node")
 	}
 	if err != nil {
-		msg := fmt.Sprintf("emulator: %s is not installed (%v); run `bash %s` (or set %s)", kind, err, InstallScript, EnvDir)
-		if testing.Short() {
-			tb.Skip(msg)
-		}
-		tb.Fatal(msg)
+		return nil, fmt.Errorf("%w: %s (%v); run `bash %s` (or set %s)", ErrNotInstalled, kind, err, InstallScript, EnvDir)
 	}
 
-	preload := filepath.Join(tb.TempDir(), "bind-localhost.js")
+	preload := filepath.Join(tmp, "bind-localhost.js")
 	if err := os.WriteFile(preload, bindLocalhost, 0o644); err != nil {
-		tb.Fatalf("emulator: write the preload: %v", err)
+		return nil, fmt.Errorf("emulator: write the preload: %v", err)
 	}
 
 	var errs []error
@@ -139,19 +163,11 @@ func Start(tb testing.TB, kind Kind) *Emulator {
 		e, err := launch(dir, preload, script, kind)
 		if err != nil {
 			// Could not even pick ports or exec node: retrying will not help.
-			tb.Fatalf("emulator: start %s: %v", kind, err)
+			return nil, fmt.Errorf("emulator: start %s: %v", kind, err)
 		}
 		err = e.waitReady(readyTimeout)
 		if err == nil {
-			tb.Cleanup(func() {
-				if err := e.stop(); err != nil {
-					tb.Errorf("emulator: stop %s: %v", kind, err)
-				}
-				if tb.Failed() {
-					tb.Logf("emulator: %s output:\n%s", kind, e.out.orNone())
-				}
-			})
-			return e
+			return e, nil
 		}
 		stopErr := e.stop()
 		errs = append(errs, fmt.Errorf("attempt %d on port %d: %w\n%s", attempt, e.port, errors.Join(err, stopErr), e.out.orNone()))
@@ -159,9 +175,13 @@ func Start(tb testing.TB, kind Kind) *Emulator {
 			break // not a port race: retrying would fail the same way
 		}
 	}
-	tb.Fatalf("emulator: start %s: %v", kind, errors.Join(errs...))
-	return nil
+	return nil, fmt.Errorf("emulator: start %s: %v", kind, errors.Join(errs...))
 }
+
+// Stop stops the emulator: SIGTERM to its process group, SIGKILL after a
+// short grace. Start's cleanup calls it; a program that used [Launch]
+// calls it itself.
+func (e *Emulator) Stop() error { return e.stop() }
 
 // launch picks free ports and starts the process; it does not wait.
 func launch(dir, preload, script string, kind Kind) (*Emulator, error) {
