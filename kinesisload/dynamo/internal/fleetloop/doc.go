@@ -31,5 +31,7 @@
 // the host's lease of SHARD. A lease lost unplanned (Lease.Lost closed
 // before the host released it or left) appends
 //
-//	X UNIXNANO EPOCH SHARD
+//	X UNIXNANO EPOCH SHARD "WHY"
+//
+// where WHY is the lease's Err.
 package fleetloop

@@ -480,6 +480,11 @@ func check(t *testing.T, f *fleet, want []killloop.Written, plannedOnly bool) st
 		ds = append(ds, d)
 	}
 	st.delivered = len(ds)
+	for _, d := range all {
+		if d.lost {
+			t.Logf("host %s lost shard %s (epoch %d) unplanned at %d: %s", d.host, d.shard, d.epoch, d.at, d.data)
+		}
+	}
 	if plannedOnly && st.lost > 0 {
 		t.Errorf("%d leases lost unplanned in a run with planned moves only", st.lost)
 	}

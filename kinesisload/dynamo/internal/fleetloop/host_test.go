@@ -149,10 +149,10 @@ func (r *recorder) granted(shard string, epoch uint64) {
 	r.mu.Unlock()
 }
 
-func (r *recorder) lost(shard string, epoch uint64) {
+func (r *recorder) lost(shard string, epoch uint64, why error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	fmt.Fprintf(r.f, "X %d %d %s\n", time.Now().UnixNano(), epoch, shard)
+	fmt.Fprintf(r.f, "X %d %d %s %s\n", time.Now().UnixNano(), epoch, shard, strconv.Quote(fmt.Sprint(why)))
 	_ = r.f.Sync()
 }
 
@@ -192,7 +192,7 @@ func (m *watchMembership) Acquire(ctx context.Context, ready []string) ([]kinesi
 				case <-w.released:
 				case <-m.left:
 				default:
-					m.rec.lost(l.Shard(), l.Epoch())
+					m.rec.lost(l.Shard(), l.Epoch(), l.Err())
 				}
 			case <-w.released:
 			case <-m.left:
@@ -220,7 +220,7 @@ func (l *watchLease) Release(ctx context.Context) error {
 }
 
 // delivery is one line of a host's file: a record its Sink accepted, or a
-// lease it lost unplanned (lost is true, seq and data empty).
+// lease it lost unplanned (lost is true, seq empty, data the lease's Err).
 type delivery struct {
 	host       string
 	at         int64
@@ -248,7 +248,10 @@ func readHost(host, path string) ([]delivery, error) {
 		}
 		f := strings.SplitN(text, " ", 6)
 		bad := func(err error) error { return fmt.Errorf("%s:%d: malformed line %q: %v", path, n+1, text, err) }
-		if len(f) < 4 || (f[0] == "D" && len(f) != 6) || (f[0] != "D" && f[0] != "X") {
+		if f[0] == "X" {
+			f = strings.SplitN(text, " ", 5)
+		}
+		if len(f) < 5 || (f[0] == "D" && len(f) != 6) || (f[0] != "D" && f[0] != "X") {
 			return nil, bad(errors.New("fields"))
 		}
 		d := delivery{host: host, lost: f[0] == "X", shard: f[3]}
@@ -258,7 +261,11 @@ func readHost(host, path string) ([]delivery, error) {
 		if d.epoch, err = strconv.ParseUint(f[2], 10, 64); err != nil {
 			return nil, bad(err)
 		}
-		if !d.lost {
+		if d.lost {
+			if d.data, err = strconv.Unquote(f[4]); err != nil {
+				return nil, bad(err)
+			}
+		} else {
 			d.seq = f[4]
 			if d.data, err = strconv.Unquote(f[5]); err != nil {
 				return nil, bad(err)
