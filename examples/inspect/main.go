@@ -22,6 +22,11 @@
 // A Loader started on a repaired journal resumes from the last good record,
 // so it delivers again what it had committed after it (at least once).
 //
+// A fleet (Loaders sharing a stream through kinesisload/dynamo) keeps its
+// state in a DynamoDB table, not in a journal directory: print it with
+// `go run . inspect -table T -stream S` in examples/fleet, which is a module
+// of its own so that this one does not depend on the DynamoDB client.
+//
 // Flags:
 //
 //	-dir DIR     the journal directory (required)
