@@ -273,7 +273,9 @@ func seedOf(t *testing.T) uint64 {
 }
 
 // history writes records before any host starts: the fleet starts at
-// LATEST, so none of them may be delivered.
+// LATEST, so none of them may be delivered. It lets them age 2 s: T0 is
+// Kinesis's Date floored to the second, so a record of the second before
+// the start may be delivered.
 func (f *fleet) history() {
 	f.t.Helper()
 	h := make([]string, 10)
@@ -283,6 +285,7 @@ func (f *fleet) history() {
 	if _, err := killloop.PutAll(f.ctx, f.api, f.stream, h); err != nil {
 		f.t.Fatal(err)
 	}
+	time.Sleep(2 * time.Second)
 }
 
 func (f *fleet) producer() *killloop.Producer {
