@@ -33,6 +33,8 @@ import (
 var (
 	benchLease = flag.Duration("fleet.lease", 3*time.Second,
 		"LeaseDuration of the failover and balance benchmarks (the package default is 10s)")
+	benchRenewDiv = flag.Int("fleet.renewdiv", 0,
+		"RenewInterval of the failover and balance benchmarks as LeaseDuration/n (0: the package default, /5)")
 	benchCostLease = flag.Duration("fleet.costlease", DefaultLeaseDuration,
 		"LeaseDuration of the coordination-cost benchmark")
 	benchWindow = flag.Duration("fleet.window", 10*time.Second,
@@ -372,6 +374,15 @@ func (r *benchFleet) backlog(perShard, size int) {
 	}
 }
 
+// fleetConfig is the Config of the failover and balance benchmarks.
+func fleetConfig(lease time.Duration) Config {
+	cfg := Config{LeaseDuration: lease}
+	if *benchRenewDiv > 0 {
+		cfg.RenewInterval = lease / time.Duration(*benchRenewDiv)
+	}
+	return cfg
+}
+
 func ratio(d, lease time.Duration) float64 { return float64(d) / float64(lease) }
 
 // BenchmarkFleetFailover: 3 hosts share 48 shards (16 each) while every
@@ -388,7 +399,7 @@ func BenchmarkFleetFailover(b *testing.B) {
 	lease := *benchLease
 	var p50, worst float64
 	for b.Loop() {
-		r := newBenchFleet(b, e.Endpoint, kinesistest.New(kinesistest.WithoutLimits()), 48, Config{LeaseDuration: lease}, nil)
+		r := newBenchFleet(b, e.Endpoint, kinesistest.New(kinesistest.WithoutLimits()), 48, fleetConfig(lease), nil)
 		stop := make(chan struct{})
 		wg := r.produce(stop, 100*time.Millisecond, 100)
 		hosts := []string{"a", "b", "c"}
@@ -449,7 +460,7 @@ func BenchmarkFleetBalance(b *testing.B) {
 	lease := *benchLease
 	var join, leave, kill time.Duration
 	for b.Loop() {
-		r := newBenchFleet(b, e.Endpoint, kinesistest.New(kinesistest.WithoutLimits()), 48, Config{LeaseDuration: lease}, nil)
+		r := newBenchFleet(b, e.Endpoint, kinesistest.New(kinesistest.WithoutLimits()), 48, fleetConfig(lease), nil)
 		stop := make(chan struct{})
 		wg := r.produce(stop, 100*time.Millisecond, 100)
 		for _, h := range []string{"a", "b", "c"} {
@@ -510,7 +521,8 @@ func BenchmarkFleetCoordinationCost(b *testing.B) {
 	var idle, load phase
 	for b.Loop() {
 		fake := kinesistest.New(kinesistest.WithoutLimits(), kinesistest.WithShardLimit(shards+10))
-		r := newBenchFleet(b, e.Endpoint, fake, shards, Config{LeaseDuration: lease, CheckpointInterval: ckpt}, nil)
+		r := newBenchFleet(b, e.Endpoint, fake, shards, Config{LeaseDuration: lease, CheckpointInterval: ckpt},
+			func(c *kinesisload.Config) { c.ListShardsInterval = 0 }) // the default: a Loader also reads the table when it lists
 		hosts := []string{"a", "b", "c", "d"}
 		for _, h := range hosts {
 			r.start(h)
