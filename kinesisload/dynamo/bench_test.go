@@ -34,7 +34,7 @@ var (
 	benchLease = flag.Duration("fleet.lease", 3*time.Second,
 		"LeaseDuration of the failover and balance benchmarks (the package default is 10s)")
 	benchRenewDiv = flag.Int("fleet.renewdiv", 0,
-		"RenewInterval of the failover and balance benchmarks as LeaseDuration/n (0: the package default, /5)")
+		"RenewInterval of the failover and balance benchmarks as LeaseDuration/n (0: the package default, /10)")
 	benchCostLease = flag.Duration("fleet.costlease", DefaultLeaseDuration,
 		"LeaseDuration of the coordination-cost benchmark")
 	benchWindow = flag.Duration("fleet.window", 10*time.Second,

@@ -46,7 +46,9 @@ type Config struct {
 
 	// RenewInterval is how often a host writes its heartbeat (one write
 	// per host, however many shards it holds) and balances. Default
-	// LeaseDuration/5.
+	// LeaseDuration/10: a joining host takes its fair share in about
+	// fair share x 2 x RenewInterval (one steal at a time, two rounds
+	// each), within 3 lease durations up to a share of 15 shards.
 	RenewInterval time.Duration
 
 	// FenceMargin is how long before its leases could expire in any
@@ -97,7 +99,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.LeaseDuration = DefaultLeaseDuration
 	}
 	if c.RenewInterval == 0 {
-		c.RenewInterval = c.LeaseDuration / 5
+		c.RenewInterval = c.LeaseDuration / 10
 	}
 	if c.FenceMargin == 0 {
 		c.FenceMargin = c.LeaseDuration / 3

@@ -111,7 +111,7 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := c.Config()
-	if got.LeaseDuration != 10*time.Second || got.RenewInterval != 2*time.Second || got.FenceMargin != got.LeaseDuration/3 || got.HostID == "" || got.CallTimeout != got.RenewInterval {
+	if got.LeaseDuration != 10*time.Second || got.RenewInterval != time.Second || got.FenceMargin != got.LeaseDuration/3 || got.HostID == "" || got.CallTimeout != got.RenewInterval {
 		t.Errorf("defaults = %+v", got)
 	}
 }
