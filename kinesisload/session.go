@@ -32,6 +32,9 @@ type session struct {
 	// identity is the stream's identity, checked at the start of every
 	// initialisation and after every ListShards.
 	identity StreamIdentity
+	// t0 is the T0 of this session's start-up once taken, kept across
+	// its attempts (see startTime); zero once the start-up is saved.
+	t0 time.Time
 
 	// commit guards the consume loops' saves against sealed: once set,
 	// Run has given up on stuck loops, and nothing more is saved.

@@ -13,7 +13,8 @@ import (
 // that dies in between (a crash, a kill, a failed batch) and runs again
 // resolves at the first T0, so the records that arrived meanwhile are
 // delivered. [JournalStore] implements it. With a PositionStore that does
-// not, each start-up takes a new T0, and records that arrived between a
+// not, a start-up started over within the same Run keeps its T0 in
+// memory, but each Run takes a new one, and records that arrived between a
 // start-up that died before saving its batch and the next one are taken
 // for "before the start".
 //
@@ -73,7 +74,8 @@ func (s *JournalStore) ClearStart(ctx context.Context, stream string) error {
 }
 
 // startTime returns the T0 of this start-up: the pending one, if the store
-// kept one, or Kinesis's clock when the session began (began, by this
+// kept one, or the one an earlier attempt of this session took, or
+// Kinesis's clock when the session began (began, by this
 // host's monotonic clock), journaled before it is used.
 func (s *session) startTime(ctx context.Context, began time.Time) (time.Time, error) {
 	stream := s.l.cfg.Stream
@@ -88,6 +90,12 @@ func (s *session) startTime(ctx context.Context, began time.Time) (time.Time, er
 			return t0, nil
 		}
 	}
+	if !s.t0.IsZero() {
+		// An earlier attempt of this start-up took T0 (and failed): a
+		// retried batch resolves at the same T0, also when the store
+		// cannot keep it.
+		return s.t0, nil
+	}
 	now, err := s.resolver.Now(ctx, s.client, stream)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -101,12 +109,14 @@ func (s *session) startTime(ctx context.Context, began time.Time) (time.Time, er
 			return time.Time{}, stopError(stream, "", "SaveStart", ErrJournal, fmt.Errorf("saving the start time: %w", err))
 		}
 	}
+	s.t0 = t0
 	s.l.log.Info("start time", "t0", t0, "journaled", durable)
 	return t0, nil
 }
 
 // clearStart forgets a pending T0 once nothing is left to resolve at it.
 func (s *session) clearStart(ctx context.Context) error {
+	s.t0 = time.Time{}
 	ss, ok := s.store.(StartStore)
 	if !ok {
 		return nil
