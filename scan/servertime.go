@@ -9,6 +9,8 @@ import (
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/smithy-go/middleware"
+
+	"github.com/tidemark/tidemark/internal/kerr"
 )
 
 // HostClockBound is how far this host's clock is trusted to be from
@@ -67,6 +69,9 @@ func (r *Resolver) Now(ctx context.Context, client Client, stream string) (time.
 	var out *kinesis.ListShardsOutput
 	err := s.call(ctx, "ListShards", func(ctx context.Context) (err error) {
 		out, err = client.ListShards(ctx, in, noSDKRetries)
+		if err == nil && out == nil {
+			err = fmt.Errorf("%w: ListShards returned no output and no error", kerr.ErrOddAnswer)
+		}
 		return err
 	})
 	if err != nil {
