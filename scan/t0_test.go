@@ -330,7 +330,9 @@ func TestProbeOutageIsNotAFullScan(t *testing.T) {
 			if recovers {
 				sleep := cfg.Sleep
 				cfg.Sleep = func(ctx context.Context, d time.Duration) error {
-					c.down.Store(false) // back after the first backoff
+					if d > scan.DefaultCallInterval { // a backoff, not a pacing wait
+						c.down.Store(false) // back after the first backoff
+					}
 					return sleep(ctx, d)
 				}
 			}

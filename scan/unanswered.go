@@ -68,11 +68,15 @@ func controlAt(r record) Position {
 	return AtSequence(r.seq)
 }
 
-// answers reports whether a GetShardIterator at s.control answers within
-// wait.
+// answers reports whether a GetShardIterator at s.control, paced like the
+// probes, answers within wait.
 func (s *shardScan) answers(ctx context.Context, wait time.Duration) bool {
 	in, err := s.control.IteratorInput(s.stream, s.shard)
 	if err != nil {
+		return false
+	}
+	// A GetShardIterator of the shard like the probes: paced with them.
+	if err := s.pace(ctx, "GetShardIterator"); err != nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
