@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/tidemark/tidemark/internal/kerr"
 	"github.com/tidemark/tidemark/journal"
 	"github.com/tidemark/tidemark/scan"
 )
@@ -354,6 +355,9 @@ func listShards(ctx context.Context, c scan.Client, stream string, timeout time.
 		cancel()
 		if err != nil {
 			return nil, err
+		}
+		if out == nil {
+			return nil, fmt.Errorf("%w: ListShards returned no output and no error", kerr.ErrOddAnswer)
 		}
 		shards = append(shards, out.Shards...)
 		if out.NextToken == nil || *out.NextToken == "" {
