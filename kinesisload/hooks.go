@@ -337,6 +337,9 @@ type hooks struct {
 	// Loader. Set by New.
 	log    *slog.Logger
 	panics *atomic.Int64
+	// obs receives the bytes of every delivered batch for the lease of
+	// its shard ([LoadObserver]). Set by New.
+	obs *observers
 }
 
 // call calls one hook method, recovering a panic.
@@ -395,6 +398,9 @@ func addHook[H any](list *[]H, x Hook) int {
 }
 
 func (h *hooks) onDelivered(e BatchDelivered) {
+	if h.obs != nil {
+		h.obs.observe(e.ShardID, e.Bytes)
+	}
 	for _, x := range h.delivered {
 		h.call("OnBatchDelivered", func() { x.OnBatchDelivered(e) })
 	}

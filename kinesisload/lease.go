@@ -130,12 +130,14 @@ func (s *session) leaseAcquired(ls Lease) time.Time {
 	}
 	s.l.hooks.onLeaseAcquired(LeaseAcquired{Stream: s.l.cfg.Stream, ShardID: id, Epoch: ls.Epoch(), Reason: ls.Acquired(), Position: pos})
 	s.l.stats.leaseAcquired(id, ls.Epoch(), ls.Acquired(), now)
+	s.l.hooks.obs.add(ls)
 	return now
 }
 
 // leaseLost records that the shard's loop stopped because ls was lost;
 // err is what the loop returned.
 func (s *session) leaseLost(ls Lease, err error, since time.Time) {
+	s.l.hooks.obs.remove(ls)
 	lost, ok := errors.AsType[*LeaseLostError](err)
 	if !ok {
 		lost, _ = errors.AsType[*LeaseLostError](ls.Err())
@@ -160,6 +162,7 @@ func (s *session) leaseLost(ls Lease, err error, since time.Time) {
 // returned (without losing it); completed says the shard ended, which is
 // no handoff: nobody reads it after.
 func (s *session) leaseReleased(gctx context.Context, ls Lease, completed bool, since time.Time) {
+	s.l.hooks.obs.remove(ls)
 	id := ls.Shard()
 	if completed {
 		s.l.stats.leaseEnded(id, endUncounted)

@@ -97,7 +97,7 @@ func New(cfg Config, opts ...Option) (*Loader, error) {
 		done: make(chan struct{}),
 	}
 	l.hooks = hs
-	l.hooks.log, l.hooks.panics = l.log, new(atomic.Int64)
+	l.hooks.log, l.hooks.panics, l.hooks.obs = l.log, new(atomic.Int64), new(observers)
 	l.tx, _ = cfg.Sink.(TransactionalSink)
 	l.buffered = newBudget(l.cfg.MaxBufferedBytes)
 	l.deliveries = newBudget(int64(l.cfg.MaxConcurrentDeliveries))
