@@ -44,6 +44,11 @@ type Config struct {
 	// itself at its last successful heartbeat + LeaseDuration -
 	// FenceMargin. It must exceed RenewInterval. Default LeaseDuration/3.
 	FenceMargin time.Duration
+	// BalanceBy is what the hosts balance: [kinesisload.BalanceByCount]
+	// (the default) or [kinesisload.BalanceByThroughput], with which each
+	// host publishes its shards' rates in its heartbeat item and steals by
+	// [kinesisload.PickSteal].
+	BalanceBy kinesisload.BalanceBy
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -55,6 +60,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.FenceMargin == 0 {
 		c.FenceMargin = c.LeaseDuration / 3
+	}
+	if err := c.BalanceBy.Validate("coordtest: Config.BalanceBy"); err != nil {
+		return c, err
 	}
 	switch {
 	case c.LeaseDuration < 0 || c.RenewInterval < 0 || c.FenceMargin < 0:
@@ -97,6 +105,9 @@ type table struct {
 type heart struct {
 	Counter uint64
 	Left    bool
+	// Rates is the rate in bytes/s of each shard the host held at its
+	// last heartbeat, when balancing by throughput.
+	Rates map[string]float64
 }
 
 // item is a shard's item.
@@ -106,6 +117,9 @@ type item struct {
 	Owner     string
 	Epoch     uint64
 	HandoffTo string
+	// Rate is the shard's rate in bytes/s when its owner released it
+	// (balancing by throughput), to seed the next owner's.
+	Rate float64
 }
 
 // initItem is the stream's initialisation decision: the lock, the commit
@@ -434,8 +448,10 @@ type member struct {
 	held    map[string]*lease
 	granted []*lease
 	offer   map[string]bool
-	steal   string    // the shard we asked to be handed over
-	stealAt time.Time // when
+	rates   map[string]float64 // of our shards, as last published
+	hearts  map[string]heart   // as read by the last round
+	steal   string             // the shard we asked to be handed over
+	stealAt time.Time          // when
 	lineage uint64
 	left    bool
 }
@@ -573,6 +589,7 @@ func (m *member) round() {
 		}
 		m.observe(id, hb, now)
 	}
+	m.hearts = hearts
 	if lineage != m.lineage {
 		m.lineage = lineage
 		m.signal()
@@ -649,7 +666,9 @@ func (m *member) round() {
 	}
 	// One steal at a time, only when nothing was free: from the most
 	// loaded host, when it holds at least two more than we do.
-	if !took && m.steal == "" {
+	if !took && m.steal == "" && cfg.BalanceBy == kinesisload.BalanceByThroughput {
+		m.stealByThroughput(snap, hearts, now)
+	} else if !took && m.steal == "" {
 		victim, most := "", 0
 		for _, id := range slices.Sorted(maps.Keys(load)) {
 			if load[id] > most {
@@ -676,6 +695,44 @@ func (m *member) round() {
 	}
 }
 
+// stealByThroughput asks for the shard [kinesisload.PickSteal] picks from
+// the live host of the highest load (sum of its shards' weights, by the
+// rates in its heartbeat). m.mu must be held.
+func (m *member) stealByThroughput(snap map[string]item, hearts map[string]heart, now time.Time) {
+	h := m.h
+	load := map[string]float64{}
+	mine := 0.0
+	for id, it := range snap {
+		if !leasableSnap(snap, it.Progress) {
+			continue
+		}
+		switch {
+		case m.held[id] != nil:
+			mine += kinesisload.Weight(m.rates[id])
+		case it.Owner != "" && it.Owner != h.id && m.alive(it.Owner, now):
+			load[it.Owner] += kinesisload.Weight(hearts[it.Owner].Rates[id])
+		}
+	}
+	victim, most := "", 0.0
+	for _, id := range slices.Sorted(maps.Keys(load)) {
+		if load[id] > most {
+			victim, most = id, load[id]
+		}
+	}
+	if victim == "" {
+		return
+	}
+	theirs := map[string]float64{}
+	for id, it := range snap {
+		if it.Owner == victim && it.HandoffTo == "" && m.offer[id] && leasableSnap(snap, it.Progress) {
+			theirs[id] = kinesisload.Weight(hearts[victim].Rates[id])
+		}
+	}
+	if id := kinesisload.PickSteal(mine, most, theirs); id != "" && m.request(id, snap[id]) {
+		m.steal, m.stealAt = id, now
+	}
+}
+
 // leasableSnap is leasable over a snapshot of visible progress.
 func leasableSnap(snap map[string]item, p kinesisload.ShardProgress) bool {
 	if p.State == kinesisload.StateCompleted || p.Position.Kind == scan.KindShardEnd {
@@ -693,6 +750,14 @@ func leasableSnap(snap map[string]item, p kinesisload.ShardProgress) bool {
 // answer is read back. m.mu must be held.
 func (m *member) heartbeat(began time.Time) {
 	next := m.counter + 1
+	var rates map[string]float64
+	if m.h.f.cfg.BalanceBy == kinesisload.BalanceByThroughput {
+		rates = make(map[string]float64, len(m.held))
+		for id, l := range m.held {
+			rates[id] = l.meter.Tick(began)
+		}
+		m.rates = rates
+	}
 	write := func() error {
 		return m.h.access(m.stream, true, func(tb *table) error {
 			hb := tb.hearts[m.h.id]
@@ -700,6 +765,7 @@ func (m *member) heartbeat(began time.Time) {
 				return errCondition
 			}
 			hb.Counter = next
+			hb.Rates = rates
 			return nil
 		})
 	}
@@ -761,6 +827,13 @@ func (m *member) take(id string, was item) bool {
 	granted.ShardID = id
 	l := &lease{m: m, shard: id, epoch: epoch, progress: granted, acquired: m.acquireReason(was),
 		lost: make(chan struct{}), handoff: make(chan struct{})}
+	// The rate its last owner published, when it released the shard
+	// or in its heartbeat.
+	if was.Rate > 0 {
+		l.meter.Seed(was.Rate)
+	} else if r := m.hearts[was.Owner].Rates[id]; r > 0 {
+		l.meter.Seed(r)
+	}
 	m.held[id] = l
 	m.granted = append(m.granted, l)
 	return true
@@ -1019,6 +1092,8 @@ type lease struct {
 	handOnce sync.Once
 	handoff  chan struct{}
 	acquired kinesisload.AcquireReason
+	// meter smooths the bytes the Loader observed into the shard's rate.
+	meter kinesisload.RateMeter
 
 	mu       sync.Mutex
 	why      kinesisload.LostReason
@@ -1026,7 +1101,13 @@ type lease struct {
 	released bool
 }
 
-var _ kinesisload.Lease = (*lease)(nil)
+var (
+	_ kinesisload.Lease        = (*lease)(nil)
+	_ kinesisload.LoadObserver = (*lease)(nil)
+)
+
+// Observe implements [kinesisload.LoadObserver].
+func (l *lease) Observe(bytes int64) { l.meter.Observe(bytes) }
 
 func (l *lease) Shard() string                       { return l.shard }
 func (l *lease) Epoch() uint64                       { return l.epoch }
@@ -1175,6 +1256,9 @@ func (l *lease) Release(ctx context.Context) error {
 			return nil // lost already: nothing to give up
 		}
 		it.Owner = ""
+		if m.h.f.cfg.BalanceBy == kinesisload.BalanceByThroughput {
+			it.Rate = l.meter.Rate()
+		}
 		tb.lineage++ // a free shard: wake the others
 		return nil
 	})

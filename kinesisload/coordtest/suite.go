@@ -43,6 +43,14 @@ type Faults interface {
 	Skew(id string, d time.Duration)
 }
 
+// Balancing is what a [Harness] implements when its hosts can balance by
+// throughput; the case that needs it is skipped otherwise.
+type Balancing interface {
+	// SetBalanceBy makes the hosts balance by b. It is called before
+	// the first Host.
+	SetBalanceBy(b kinesisload.BalanceBy)
+}
+
 // Timing implements [Harness].
 func (f *Fleet) Timing() (lease, renew time.Duration) {
 	return f.cfg.LeaseDuration, f.cfg.RenewInterval
@@ -52,7 +60,15 @@ type fleetHarness struct{ *Fleet }
 
 func (h fleetHarness) Host(id string) kinesisload.Coordinator { return h.Fleet.Host(id) }
 
-// Harness returns f as a [Harness] (with [Faults]) for [Run].
+// SetBalanceBy implements [Balancing]: call it before the first Host.
+func (h fleetHarness) SetBalanceBy(b kinesisload.BalanceBy) {
+	h.Fleet.mu.Lock()
+	defer h.Fleet.mu.Unlock()
+	h.Fleet.cfg.BalanceBy = b
+}
+
+// Harness returns f as a [Harness] (with [Faults] and [Balancing]) for
+// [Run].
 func (f *Fleet) Harness() Harness { return fleetHarness{f} }
 
 // Single adapts a one-process Coordinator to a [Harness]: one host, time
@@ -104,6 +120,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"BalanceJoinLeave", 3, false, testBalance},
 		{"ChildrenAfterParents", 2, false, testChildren},
 		{"GracefulHandoffCommitsFirst", 2, false, testHandoff},
+		{"BalanceByCountIgnoresThroughput", 2, false, testHotByCount},
+		{"BalanceByThroughputHotShard", 2, false, testHotByThroughput},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -129,6 +147,9 @@ type driver struct {
 	held map[string]kinesisload.Lease
 	// inflight is what the driver commits on a handoff, per shard.
 	inflight map[string]kinesisload.ShardProgress
+	// bytes is what the driver delivers per step, per shard, and tells
+	// the leases that are a [kinesisload.LoadObserver].
+	bytes map[string]int64
 }
 
 func join(t *testing.T, h Harness, id string) *driver {
@@ -201,6 +222,11 @@ func (d *driver) step() {
 			}
 			delete(d.held, id)
 		default:
+		}
+	}
+	for id, l := range d.held {
+		if o, ok := l.(kinesisload.LoadObserver); ok && d.bytes[id] > 0 {
+			o.Observe(d.bytes[id])
 		}
 	}
 	p, err := d.m.Store().Load(ctx, stream)
@@ -901,5 +927,67 @@ func testHandoff(t *testing.T, h Harness) {
 				t.Errorf("%s: a's lease after its release: Err() = %v, want Why %v", id, old.Err(), kinesisload.LostReleased)
 			}
 		}
+	}
+}
+
+// hot runs the hot-shard case: host a holds 4 shards, shard-00 carries
+// 64 MiB a round and the others nothing, host b joins; it returns the
+// two drivers once the fleet had 6 lease durations to balance, after
+// checking that no lease moved over 3 more.
+func hot(t *testing.T, h Harness) (a, b *driver) {
+	lease, renew := h.Timing()
+	rounds := int(6 * lease / renew)
+	a = holdAll(t, h, 4)
+	load := map[string]int64{"shard-00": 64 << 20}
+	a.bytes = load
+	run(h, 5, []*driver{a}, nil)
+	b = join(t, h, "b")
+	b.bytes = load
+	ds := []*driver{a, b}
+	run(h, rounds, ds, nil)
+	owners := func() map[string]string {
+		out := map[string]string{}
+		for _, d := range ds {
+			for id, l := range d.held {
+				out[id] = fmt.Sprintf("%s@%d", d.id, l.Epoch())
+			}
+		}
+		return out
+	}
+	before := owners()
+	if len(before) != 4 {
+		t.Fatalf("%d of 4 shards held: %v", len(before), before)
+	}
+	run(h, int(3*lease/renew), ds, nil)
+	if after := owners(); !maps.Equal(before, after) {
+		t.Errorf("leases moved after the fleet had balanced: %v, then %v", before, after)
+	}
+	return a, b
+}
+
+func testHotByCount(t *testing.T, h Harness) {
+	a, b := hot(t, h)
+	if len(a.held) != 2 || len(b.held) != 2 {
+		t.Errorf("by count: host a holds %v, host b %v; want 2 each whatever the bytes", a.shards(), b.shards())
+	}
+}
+
+func testHotByThroughput(t *testing.T, h Harness) {
+	bh, ok := h.(Balancing)
+	if !ok {
+		t.Skip("the harness cannot balance by throughput")
+	}
+	bh.SetBalanceBy(kinesisload.BalanceByThroughput)
+	a, b := hot(t, h)
+	hotOwner, other := a, b
+	if b.held["shard-00"] != nil {
+		hotOwner, other = b, a
+	}
+	if hotOwner.held["shard-00"] == nil {
+		t.Fatalf("nobody holds the hot shard-00: a %v, b %v", a.shards(), b.shards())
+	}
+	if len(hotOwner.held) >= len(other.held) {
+		t.Errorf("by throughput: host %s holds the hot shard-00 and %v, host %s holds %v; want the hot shard's owner to hold fewer",
+			hotOwner.id, hotOwner.shards(), other.id, other.shards())
 	}
 }
