@@ -808,7 +808,7 @@ func (m *member) take(id string, was item) bool {
 		if it.Progress.State < kinesisload.StateActive {
 			it.Progress.State = kinesisload.StateActive // every parent is COMPLETED
 		}
-		it.Owner, it.Epoch, it.HandoffTo = m.h.id, epoch, ""
+		it.Owner, it.Epoch, it.HandoffTo, it.Rate = m.h.id, epoch, "", 0
 		granted = it.Progress
 		return nil
 	})
@@ -827,12 +827,12 @@ func (m *member) take(id string, was item) bool {
 	granted.ShardID = id
 	l := &lease{m: m, shard: id, epoch: epoch, progress: granted, acquired: m.acquireReason(was),
 		lost: make(chan struct{}), handoff: make(chan struct{})}
-	// The rate its last owner published, when it released the shard
-	// or in its heartbeat.
-	if was.Rate > 0 {
-		l.meter.Seed(was.Rate)
-	} else if r := m.hearts[was.Owner].Rates[id]; r > 0 {
+	// The rate its last owner published in its heartbeat, or when it
+	// released the shard.
+	if r := m.hearts[was.Owner].Rates[id]; r > 0 {
 		l.meter.Seed(r)
+	} else if was.Rate > 0 {
+		l.meter.Seed(was.Rate)
 	}
 	m.held[id] = l
 	m.granted = append(m.granted, l)

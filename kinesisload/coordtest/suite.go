@@ -46,8 +46,8 @@ type Faults interface {
 // Balancing is what a [Harness] implements when its hosts can balance by
 // throughput; the case that needs it is skipped otherwise.
 type Balancing interface {
-	// SetBalanceBy makes the hosts balance by b. It is called before
-	// the first Host.
+	// SetBalanceBy makes the hosts balance by b. [Run] calls it on a
+	// fresh Harness, before the first Host.
 	SetBalanceBy(b kinesisload.BalanceBy)
 }
 
@@ -106,26 +106,35 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		hosts int
 		fault bool
 		run   func(t *testing.T, h Harness)
+		// by is set on the Harness ([Balancing]) before its first host.
+		by kinesisload.BalanceBy
 	}{
-		{"InitialiseOnceAndCommit", 1, false, testInitialiseOnce},
-		{"CommitMonotone", 1, false, testCommitMonotone},
-		{"TwoHostsInitialiseAtOnce", 2, false, testTwoInitialise},
-		{"InitialiseWaitsForALiveHolder", 2, false, testInitWaits},
-		{"HostDiesMidInitialisation", 2, true, testDiesMidInit},
-		{"TakeOverKeepsTheFirstStartTime", 2, true, testTakeOverT0},
-		{"ZombieCommitRefused", 2, true, testZombie},
-		{"LostAnswerNoDoubleEffect", 1, true, testLostAnswer},
-		{"SelfFenceBeforeExpiry", 2, true, testSelfFence},
-		{"ClockSkewChangesNothing", 3, true, testSkew},
-		{"BalanceJoinLeave", 3, false, testBalance},
-		{"ChildrenAfterParents", 2, false, testChildren},
-		{"GracefulHandoffCommitsFirst", 2, false, testHandoff},
-		{"BalanceByCountIgnoresThroughput", 2, false, testHotByCount},
-		{"BalanceByThroughputHotShard", 2, false, testHotByThroughput},
+		{"InitialiseOnceAndCommit", 1, false, testInitialiseOnce, kinesisload.BalanceByCount},
+		{"CommitMonotone", 1, false, testCommitMonotone, kinesisload.BalanceByCount},
+		{"TwoHostsInitialiseAtOnce", 2, false, testTwoInitialise, kinesisload.BalanceByCount},
+		{"InitialiseWaitsForALiveHolder", 2, false, testInitWaits, kinesisload.BalanceByCount},
+		{"HostDiesMidInitialisation", 2, true, testDiesMidInit, kinesisload.BalanceByCount},
+		{"TakeOverKeepsTheFirstStartTime", 2, true, testTakeOverT0, kinesisload.BalanceByCount},
+		{"ZombieCommitRefused", 2, true, testZombie, kinesisload.BalanceByCount},
+		{"LostAnswerNoDoubleEffect", 1, true, testLostAnswer, kinesisload.BalanceByCount},
+		{"SelfFenceBeforeExpiry", 2, true, testSelfFence, kinesisload.BalanceByCount},
+		{"ClockSkewChangesNothing", 3, true, testSkew, kinesisload.BalanceByCount},
+		{"BalanceJoinLeave", 3, false, testBalance, kinesisload.BalanceByCount},
+		{"ChildrenAfterParents", 2, false, testChildren, kinesisload.BalanceByCount},
+		{"GracefulHandoffCommitsFirst", 2, false, testHandoff, kinesisload.BalanceByCount},
+		{"BalanceByCountIgnoresThroughput", 2, false, testHotByCount, kinesisload.BalanceByCount},
+		{"BalanceByThroughputHotShard", 2, false, testHotByThroughput, kinesisload.BalanceByThroughput},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
+			if c.by != kinesisload.BalanceByCount {
+				bh, ok := h.(Balancing)
+				if !ok {
+					t.Skipf("the harness cannot balance by %v", c.by)
+				}
+				bh.SetBalanceBy(c.by)
+			}
 			if c.hosts > 1 && h.Host("a") != nil && h.Host("b") == nil {
 				t.Skip("one host only")
 			}
@@ -973,12 +982,8 @@ func testHotByCount(t *testing.T, h Harness) {
 }
 
 func testHotByThroughput(t *testing.T, h Harness) {
-	bh, ok := h.(Balancing)
-	if !ok {
-		t.Skip("the harness cannot balance by throughput")
-	}
-	bh.SetBalanceBy(kinesisload.BalanceByThroughput)
-	a, b := hot(t, h)
+	a, b := hot(t, h) // Run set BalanceByThroughput
+
 	hotOwner, other := a, b
 	if b.held["shard-00"] != nil {
 		hotOwner, other = b, a

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tidemark/tidemark/kinesisload"
 )
 
 // Config configures a [Coordinator]. Table is required; every other field
@@ -59,6 +61,15 @@ type Config struct {
 	// and be less than LeaseDuration. Default LeaseDuration/3.
 	FenceMargin time.Duration
 
+	// BalanceBy is what the hosts balance: [kinesisload.BalanceByCount]
+	// (the default: each host within one shard of ceil(shards/hosts)) or
+	// [kinesisload.BalanceByThroughput]: each host publishes its shards'
+	// rates (bytes/s, a one-minute moving average of what the Sink
+	// accepted) in its heartbeat item, which it writes anyway, and a host
+	// steals by the rule of [kinesisload.PickSteal]. Every host of a
+	// fleet must use the same value.
+	BalanceBy kinesisload.BalanceBy
+
 	// CheckpointInterval coalesces a shard's position commits: a Commit
 	// that only moves the position is written at most once per interval
 	// (the Coordinator's renew round writes the latest one when it is
@@ -94,6 +105,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if strings.ContainsAny(c.HostID, "#") {
 		return c, fmt.Errorf("dynamo: Config.HostID = %q: must not contain '#'", c.HostID)
+	}
+	if err := c.BalanceBy.Validate("dynamo: Config.BalanceBy"); err != nil {
+		return c, err
 	}
 	if c.LeaseDuration == 0 {
 		c.LeaseDuration = DefaultLeaseDuration

@@ -189,7 +189,11 @@ type member struct {
 	digest    uint64
 
 	// Balance state, touched by the balance round only.
-	steal   string
+	steal string
+	// rates are our shards' rates as last published; hearts the
+	// heartbeats as read by the last round (balancing by throughput).
+	rates   map[string]float64
+	hearts  map[string]heart
 	stealAt time.Time
 }
 
@@ -316,8 +320,16 @@ func (m *member) beat() {
 		return
 	}
 	cur, fenceAt := m.counter, m.lastOK.Add(c.cfg.LeaseDuration-c.cfg.FenceMargin)
-	m.mu.Unlock()
 	began := c.clk.Now()
+	var rates map[string]float64
+	if c.cfg.BalanceBy == kinesisload.BalanceByThroughput {
+		rates = make(map[string]float64, len(m.held))
+		for id, l := range m.held {
+			rates[id] = l.meter.Tick(began)
+		}
+		m.rates = rates
+	}
+	m.mu.Unlock()
 	timeout := c.cfg.CallTimeout
 	if !c.manual {
 		// The call must not outlive the moment we fence: after it, the
@@ -336,6 +348,12 @@ func (m *member) beat() {
 		ConditionExpression:       aws.String("#c = :cur"),
 		ExpressionAttributeNames:  map[string]string{"#c": "counter", "#l": "left"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":next": n(next), ":cur": n(cur), ":f": &types.AttributeValueMemberBOOL{Value: false}},
+	}
+	if rates != nil {
+		// The rates ride on the heartbeat: no write of their own.
+		in.UpdateExpression = aws.String("SET #c = :next, #l = :f, #r = :r")
+		in.ExpressionAttributeNames["#r"] = "rates"
+		in.ExpressionAttributeValues[":r"] = rateAttr(rates)
 	}
 	if cur == 0 {
 		// Our item was removed (see collect): write it afresh.
@@ -516,6 +534,7 @@ func (m *member) balance() {
 	if committed != "" {
 		m.committed = committed
 	}
+	m.hearts = snap.hearts
 	for id, hb := range snap.hearts {
 		if id == me {
 			continue
@@ -621,7 +640,9 @@ func (m *member) balance() {
 	}
 	// One steal at a time, only when nothing was free: from the most
 	// loaded host, when it holds at least two more than we do.
-	if !took && m.steal == "" {
+	if !took && m.steal == "" && c.cfg.BalanceBy == kinesisload.BalanceByThroughput {
+		m.stealByThroughput(snap, vis, now)
+	} else if !took && m.steal == "" {
 		victim, most := "", 0
 		for _, id := range slices.Sorted(maps.Keys(load)) {
 			if load[id] > most {
@@ -652,6 +673,46 @@ func (m *member) balance() {
 	m.mu.Unlock()
 }
 
+// stealByThroughput asks for the shard [kinesisload.PickSteal] picks from
+// the live host of the highest load (sum of its shards' weights, by the
+// rates in its heartbeat).
+func (m *member) stealByThroughput(snap *snapshot, vis map[string]kinesisload.ShardProgress, now time.Time) {
+	me := m.c.cfg.HostID
+	m.mu.Lock()
+	load := map[string]float64{}
+	mine := 0.0
+	for id, it := range snap.shards {
+		if !leasable(vis, vis[id]) {
+			continue
+		}
+		switch {
+		case m.held[id] != nil:
+			mine += kinesisload.Weight(m.rates[id])
+		case it.owner != "" && it.owner != me && m.alive(it.owner, now):
+			load[it.owner] += kinesisload.Weight(snap.hearts[it.owner].rates[id])
+		}
+	}
+	victim, most := "", 0.0
+	for _, id := range slices.Sorted(maps.Keys(load)) {
+		if load[id] > most {
+			victim, most = id, load[id]
+		}
+	}
+	theirs := map[string]float64{}
+	for id, it := range snap.shards {
+		if victim != "" && it.owner == victim && it.handoff == "" && m.offer[id] && leasable(vis, vis[id]) {
+			theirs[id] = kinesisload.Weight(snap.hearts[victim].rates[id])
+		}
+	}
+	m.mu.Unlock()
+	if victim == "" {
+		return
+	}
+	if id := kinesisload.PickSteal(mine, most, theirs); id != "" && m.request(snap.shards[id]) {
+		m.steal, m.stealAt = id, now
+	}
+}
+
 // digest summarises what the Loader should see change: the shards, their
 // states, and the initialisation commit.
 func digest(vis map[string]kinesisload.ShardProgress, committed string) uint64 {
@@ -673,7 +734,7 @@ func (m *member) take(was *shardItem, committed string) bool {
 		p.State = kinesisload.StateActive // every parent is COMPLETED
 	}
 	next := was.folded(p, committed)
-	next.owner, next.epoch, next.handoff, next.ver = me, was.epoch+1, "", was.ver+1
+	next.owner, next.epoch, next.handoff, next.ver, next.rate = me, was.epoch+1, "", was.ver+1, 0
 	err := c.putShard(m.ctx, m.stream, was, next, false)
 	if cl := classify(err); cl == classCondition || cl == classUnknown {
 		got, rerr := c.getShard(m.ctx, m.stream, was.id)
@@ -693,6 +754,13 @@ func (m *member) take(was *shardItem, committed string) bool {
 	granted := next.visible(committed)
 	l := &lease{m: m, shard: was.id, epoch: next.epoch, progress: granted, acquired: m.acquireReason(was), cache: next, lastWrite: c.clk.Now(),
 		lost: make(chan struct{}), handoff: make(chan struct{})}
+	// The rate its last owner published in its heartbeat, or when it
+	// released the shard.
+	if r := m.hearts[was.owner].rates[was.id]; r > 0 {
+		l.meter.Seed(r)
+	} else if was.rate > 0 {
+		l.meter.Seed(was.rate)
+	}
 	m.held[was.id] = l
 	m.granted = append(m.granted, l)
 	return true

@@ -263,9 +263,14 @@ func (h *harness) LoseAnswers(id string, n int) {
 
 func (h *harness) Skew(id string, d time.Duration) { h.host(id).clock.skew.Store(int64(d)) }
 
+// SetBalanceBy implements [coordtest.Balancing]: call it before the
+// first host.
+func (h *harness) SetBalanceBy(b kinesisload.BalanceBy) { h.cfg.BalanceBy = b }
+
 var (
-	_ coordtest.Harness = (*harness)(nil)
-	_ coordtest.Faults  = (*harness)(nil)
+	_ coordtest.Balancing = (*harness)(nil)
+	_ coordtest.Harness   = (*harness)(nil)
+	_ coordtest.Faults    = (*harness)(nil)
 )
 
 // TestConformance runs the coordination conformance suite on dynalite.

@@ -24,6 +24,8 @@ type lease struct {
 
 	// acquired says why the lease was granted.
 	acquired kinesisload.AcquireReason
+	// meter smooths the bytes the Loader observed into the shard's rate.
+	meter kinesisload.RateMeter
 
 	mu       sync.Mutex
 	why      kinesisload.LostReason
@@ -41,7 +43,15 @@ type lease struct {
 	lastWrite time.Time
 }
 
-var _ kinesisload.Lease = (*lease)(nil)
+var (
+	_ kinesisload.Lease        = (*lease)(nil)
+	_ kinesisload.LoadObserver = (*lease)(nil)
+)
+
+// Observe implements [kinesisload.LoadObserver]: the bytes feed the
+// shard's rate, published in the host's heartbeat when balancing by
+// throughput.
+func (l *lease) Observe(bytes int64) { l.meter.Observe(bytes) }
 
 func (l *lease) Shard() string                       { return l.shard }
 func (l *lease) Epoch() uint64                       { return l.epoch }
@@ -212,6 +222,9 @@ func (l *lease) write(ctx context.Context, u kinesisload.ShardProgress, release 
 		next.ver = was.ver + 1
 		if release {
 			next.owner = "" // the handoff request stays: the requester's reservation
+			if c.cfg.BalanceBy == kinesisload.BalanceByThroughput {
+				next.rate = l.meter.Rate()
+			}
 		}
 		err := c.putShard(ctx, m.stream, was, next, true)
 		switch classify(err) {

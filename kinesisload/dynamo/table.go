@@ -267,6 +267,9 @@ type shardItem struct {
 	// pend holds the positions saved by initialisations, by batch
 	// token; only the committed batch's count.
 	pend map[string]kinesisload.ShardProgress
+	// rate is the shard's rate in bytes/s when its owner released it
+	// (balancing by throughput), to seed the next owner's; 0 otherwise.
+	rate float64
 }
 
 // visible is the item's progress as every host sees it, given the
@@ -311,6 +314,9 @@ func (it *shardItem) attrs(stream string) (map[string]types.AttributeValue, erro
 	if it.handoff != "" {
 		m["handoff"] = s(it.handoff)
 	}
+	if it.rate > 0 {
+		m["rate"] = &types.AttributeValueMemberN{Value: strconv.FormatFloat(it.rate, 'f', 0, 64)}
+	}
 	if len(it.pend) > 0 {
 		pm := map[string]types.AttributeValue{}
 		for tok, p := range it.pend {
@@ -335,6 +341,7 @@ func decodeShard(id string, m map[string]types.AttributeValue) (*shardItem, erro
 		return nil, err
 	}
 	it.owner, it.handoff = getS(m, "owner"), getS(m, "handoff")
+	it.rate = getRate(m["rate"])
 	if raw := getS(m, "prog"); raw != "" {
 		if err := json.Unmarshal([]byte(raw), &it.prog); err != nil {
 			return nil, fmt.Errorf("shard %s: decode progress: %w", id, err)
@@ -374,6 +381,31 @@ type initItem struct {
 type heart struct {
 	counter uint64
 	left    bool
+	// rates is the rate in bytes/s of each shard the host held at its
+	// last heartbeat, when balancing by throughput.
+	rates map[string]float64
+}
+
+// getRate decodes a rate attribute; anything else is 0 (no rate known).
+func getRate(v types.AttributeValue) float64 {
+	nv, ok := v.(*types.AttributeValueMemberN)
+	if !ok {
+		return 0
+	}
+	r, err := strconv.ParseFloat(nv.Value, 64)
+	if err != nil || r < 0 {
+		return 0
+	}
+	return r
+}
+
+// rateAttr encodes rates as a map attribute.
+func rateAttr(rates map[string]float64) types.AttributeValue {
+	m := make(map[string]types.AttributeValue, len(rates))
+	for id, r := range rates {
+		m[id] = &types.AttributeValueMemberN{Value: strconv.FormatFloat(r, 'f', 0, 64)}
+	}
+	return &types.AttributeValueMemberM{Value: m}
 }
 
 // snapshot is one consistent Query of a stream's items (consistent per
@@ -428,7 +460,14 @@ func (snap *snapshot) add(m map[string]types.AttributeValue) error {
 		if err != nil {
 			return err
 		}
-		snap.hearts[strings.TrimPrefix(key, prefixHost)] = heart{counter: counter, left: getBool(m, "left")}
+		hb := heart{counter: counter, left: getBool(m, "left")}
+		if rm, ok := m["rates"].(*types.AttributeValueMemberM); ok {
+			hb.rates = make(map[string]float64, len(rm.Value))
+			for id, v := range rm.Value {
+				hb.rates[id] = getRate(v)
+			}
+		}
+		snap.hearts[strings.TrimPrefix(key, prefixHost)] = hb
 	case key == itemInit:
 		ii, err := decodeInit(m)
 		if err != nil {
