@@ -50,7 +50,8 @@ func (b BalanceBy) Validate(field string) error {
 
 // LoadObserver is an optional interface of a [Lease]: when a lease
 // implements it, the Loader calls Observe with the bytes of every batch
-// the Sink accepted from the lease's shard (after its commit), so that a
+// the Sink accepted from the lease's shard (data plus partition keys, as
+// Kinesis counts them, and as [BatchDelivered].Bytes), so that a
 // coordinator that balances by throughput learns the shard's rate without
 // a write of its own. Observe must be cheap and must not block; it may be
 // called after the lease was lost or released (it is then ignored).

@@ -119,6 +119,13 @@ type Membership interface {
 // holds its lease, and stops at once when the lease is lost.
 //
 // A Lease must be safe for concurrent use.
+//
+// A Lease may also implement [LoadObserver]: the Loader then tells it the
+// bytes of every batch the Sink accepted from its shard, which a
+// coordinator that balances by throughput ([BalanceByThroughput]) smooths
+// into the shard's rate ([RateMeter]) and publishes on a write it makes
+// anyway (coordtest and kinesisload/dynamo: the host's heartbeat item).
+// Coordinators that do not need it leave it out.
 type Lease interface {
 	// Shard is the shard's ID.
 	Shard() string

@@ -73,6 +73,9 @@ type fleetRig struct {
 	// clients, when set for a host, is its Kinesis client (default: the
 	// fake).
 	clients map[string]scan.Client
+	// coords, when set for a host, is its Coordinator (default: the
+	// fleet's host).
+	coords map[string]kinesisload.Coordinator
 }
 
 func newFleetRig(t *testing.T, shards int) *fleetRig {
@@ -112,7 +115,11 @@ func (r *fleetRig) start(host string) {
 	if c := r.clients[host]; c != nil {
 		client = c
 	}
-	opts := []kinesisload.Option{kinesisload.WithClient(client), kinesisload.WithCoordinator(r.fleet.Host(host)), kinesisload.WithLogger(slog.New(slog.DiscardHandler))}
+	var coord kinesisload.Coordinator = r.fleet.Host(host)
+	if c := r.coords[host]; c != nil {
+		coord = c
+	}
+	opts := []kinesisload.Option{kinesisload.WithClient(client), kinesisload.WithCoordinator(coord), kinesisload.WithLogger(slog.New(slog.DiscardHandler))}
 	if h := r.hooks[host]; h != nil {
 		opts = append(opts, kinesisload.WithHooks(h))
 	}
