@@ -210,7 +210,9 @@ func (r *fanoutReader) subscribe(ctx context.Context, st *fanoutState, from scan
 			got, err := r.sub.SubscribeToShard(sctx, &kinesis.SubscribeToShardInput{
 				ConsumerARN: aws.String(r.consumerARN), ShardId: aws.String(r.cfg.shard), StartingPosition: pos}, noSDKRetries)
 			if !timer.Stop() {
-				err = errors.Join(context.DeadlineExceeded, err)
+				// A timeout, retried as such: not the context.Canceled the
+				// timer caused, which IsRetryable takes for the caller's.
+				err = fmt.Errorf("%w: no answer within %s (%v)", context.DeadlineExceeded, r.cfg.callTimeout, err)
 			}
 			switch {
 			case err == nil && got == nil:
