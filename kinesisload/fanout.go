@@ -187,21 +187,22 @@ func (r *fanoutReader) subscribe(ctx context.Context, st *fanoutState, from scan
 	pos := &types.StartingPosition{Type: in.ShardIteratorType, SequenceNumber: in.StartingSequenceNumber, Timestamp: in.Timestamp}
 	inUse := 0
 	for {
-		// One call per second, none within 5 s of the last success.
-		now := r.cfg.clock.Now()
-		wait := time.Duration(0)
-		if !st.lastCall.IsZero() {
-			wait = max(wait, st.lastCall.Add(r.subscribeInterval).Sub(now))
-		}
-		if !st.lastOK.IsZero() {
-			wait = max(wait, st.lastOK.Add(r.resubscribeWait).Sub(now))
-		}
-		if err := r.cfg.clock.Sleep(ctx, wait); err != nil {
-			return nil, err
-		}
 		var es kinesis.SubscribeToShardEventStreamReader
 		var cancelSub context.CancelFunc
 		err := r.do(ctx, "SubscribeToShard", false, func(context.Context) error {
+			// One call per second, none within 5 s of the last success:
+			// every try, so do's retries after a throttle or a 5xx too.
+			now := r.cfg.clock.Now()
+			wait := time.Duration(0)
+			if !st.lastCall.IsZero() {
+				wait = max(wait, st.lastCall.Add(r.subscribeInterval).Sub(now))
+			}
+			if !st.lastOK.IsZero() {
+				wait = max(wait, st.lastOK.Add(r.resubscribeWait).Sub(now))
+			}
+			if err := r.cfg.clock.Sleep(ctx, wait); err != nil {
+				return err
+			}
 			st.lastCall = r.cfg.clock.Now()
 			// The subscription outlives the call, so it gets a context of
 			// its own, ended by the call's timeout only until it answers.
