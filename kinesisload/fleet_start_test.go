@@ -1,32 +1,13 @@
 package kinesisload_test
 
 import (
-	"context"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
 	"github.com/tidemark/tidemark/scan"
 )
-
-// stallingClient is the fake, except that its first GetShardIterator
-// (the LATEST resolution, which starts after T0 is saved) says so on
-// resolving and then waits for its context to end.
-type stallingClient struct {
-	*kinesistest.Fake
-	once      sync.Once
-	resolving chan struct{}
-}
-
-func (c *stallingClient) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
-	c.once.Do(func() { close(c.resolving) })
-	<-ctx.Done()
-	return nil, ctx.Err()
-}
 
 // The host that wins the initialisation lock saves T0 and dies before its
 // commit; records are put; the host that takes the initialisation over
@@ -35,11 +16,13 @@ func (c *stallingClient) GetShardIterator(ctx context.Context, in *kinesis.GetSh
 func TestFleetTakeOverResolvesAtTheFirstStartTime(t *testing.T) {
 	r := newFleetRig(t, 2)
 	r.configure = func(c *kinesisload.Config) { c.StartPosition = scan.Latest() }
-	stall := &stallingClient{Fake: r.fake, resolving: make(chan struct{})}
-	r.clients = map[string]scan.Client{"a": stall}
+	// Host a's first GetShardIterator (the LATEST resolution, which starts
+	// after T0 is saved) says so and then waits for its context to end.
+	resolving := make(chan struct{}, 1)
+	r.fake.Inject(kinesistest.Fault{Op: kinesistest.OpGetShardIterator, Nth: 1, Entered: resolving, Block: make(chan struct{})})
 	r.start("a")
 	select {
-	case <-stall.resolving:
+	case <-resolving:
 	case err := <-r.done["a"]:
 		t.Fatalf("host a: Run returned before resolving: %v", err)
 	case <-time.After(30 * time.Second):

@@ -70,9 +70,6 @@ type fleetRig struct {
 	hooks map[string]kinesisload.Hook
 	// configure, when set, changes every host's Config.
 	configure func(*kinesisload.Config)
-	// clients, when set for a host, is its Kinesis client (default: the
-	// fake).
-	clients map[string]scan.Client
 	// coords, when set for a host, is its Coordinator (default: the
 	// fleet's host).
 	coords map[string]kinesisload.Coordinator
@@ -111,15 +108,11 @@ func newFleetRig(t *testing.T, shards int) *fleetRig {
 
 func (r *fleetRig) start(host string) {
 	r.t.Helper()
-	var client scan.Client = r.fake
-	if c := r.clients[host]; c != nil {
-		client = c
-	}
 	var coord kinesisload.Coordinator = r.fleet.Host(host)
 	if c := r.coords[host]; c != nil {
 		coord = c
 	}
-	opts := []kinesisload.Option{kinesisload.WithClient(client), kinesisload.WithCoordinator(coord), kinesisload.WithLogger(slog.New(slog.DiscardHandler))}
+	opts := []kinesisload.Option{kinesisload.WithClient(r.fake), kinesisload.WithCoordinator(coord), kinesisload.WithLogger(slog.New(slog.DiscardHandler))}
 	if h := r.hooks[host]; h != nil {
 		opts = append(opts, kinesisload.WithHooks(h))
 	}

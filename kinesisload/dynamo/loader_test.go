@@ -65,9 +65,6 @@ type loaderRig struct {
 	n        int
 	// startAt is every host's StartPosition (default TRIM_HORIZON).
 	startAt scan.Position
-	// clients, when set for a host, is its Kinesis client (default: the
-	// fake).
-	clients map[string]scan.Client
 }
 
 func newLoaderRig(t *testing.T, shards int) *loaderRig {
@@ -96,13 +93,9 @@ func (r *loaderRig) start(host string) {
 	if r.startAt.Kind != 0 {
 		startAt = r.startAt
 	}
-	var client scan.Client = r.fake
-	if cl := r.clients[host]; cl != nil {
-		client = cl
-	}
 	l, err := kinesisload.New(kinesisload.Config{Stream: "orders", Sink: r.sink.forHost(host), StartPosition: startAt,
 		IdleWait: 200 * time.Millisecond, ListShardsInterval: 300 * time.Millisecond},
-		kinesisload.WithClient(client), kinesisload.WithCoordinator(c), kinesisload.WithLogger(slog.New(slog.DiscardHandler)))
+		kinesisload.WithClient(r.fake), kinesisload.WithCoordinator(c), kinesisload.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -388,21 +381,6 @@ func TestLoadersShareAStreamKilledHostsShardsMove(t *testing.T) {
 	}
 }
 
-// stallingClient is the fake, except that its first GetShardIterator
-// (the LATEST resolution, which starts after T0 is saved) says so on
-// resolving and then waits for its context to end.
-type stallingClient struct {
-	*kinesistest.Fake
-	once      sync.Once
-	resolving chan struct{}
-}
-
-func (c *stallingClient) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
-	c.once.Do(func() { close(c.resolving) })
-	<-ctx.Done()
-	return nil, ctx.Err()
-}
-
 // The host that wins the initialisation lock saves T0 and dies before its
 // commit; records are put; the host that takes the initialisation over
 // resolves LATEST at the first host's T0 (read from the init item), so
@@ -410,11 +388,13 @@ func (c *stallingClient) GetShardIterator(ctx context.Context, in *kinesis.GetSh
 func TestLoadersTakeOverResolvesAtTheFirstStartTime(t *testing.T) {
 	r := newLoaderRig(t, 2)
 	r.startAt = scan.Latest()
-	stall := &stallingClient{Fake: r.fake, resolving: make(chan struct{})}
-	r.clients = map[string]scan.Client{"a": stall}
+	// Host a's first GetShardIterator (the LATEST resolution, which starts
+	// after T0 is saved) says so and then waits for its context to end.
+	resolving := make(chan struct{}, 1)
+	r.fake.Inject(kinesistest.Fault{Op: kinesistest.OpGetShardIterator, Nth: 1, Entered: resolving, Block: make(chan struct{})})
 	r.start("a")
 	select {
-	case <-stall.resolving:
+	case <-resolving:
 	case err := <-r.done["a"]:
 		t.Fatalf("host a: Run returned before resolving: %v", err)
 	case <-time.After(30 * time.Second):
