@@ -124,7 +124,7 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 // checkpoint once the Sink accepted it.
 func (c *consumer) deliver(ctx context.Context, p page, fetched time.Time) error {
 	l := c.s.l
-	b := Batch{Stream: l.cfg.Stream, ShardID: c.shard, MillisBehindLatest: p.millisBehind}
+	b := Batch{Stream: l.cfg.Stream, ShardID: c.shard, MillisBehindLatest: p.millisBehind, Epoch: c.lease.Epoch()}
 	var bytes int64
 	b.Records, bytes = c.dec.decode(p.records)
 	// The page's cost, held until Deliver returns, counted one Record per

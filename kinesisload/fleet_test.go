@@ -22,6 +22,7 @@ import (
 // delivery is one record a host's Sink accepted.
 type delivery struct {
 	host, shard, seq, data string
+	epoch                  uint64 // the batch's Epoch
 }
 
 // fleetSink records what every host accepted, in one order.
@@ -36,7 +37,7 @@ func (s *fleetSink) forHost(host string) kinesisload.Sink {
 	return kinesisload.SinkFunc(func(ctx context.Context, b kinesisload.Batch) error {
 		s.mu.Lock()
 		for _, r := range b.Records {
-			s.log = append(s.log, delivery{host: host, shard: b.ShardID, seq: r.SequenceNumber, data: string(r.Data)})
+			s.log = append(s.log, delivery{host: host, shard: b.ShardID, seq: r.SequenceNumber, data: string(r.Data), epoch: b.Epoch})
 		}
 		block := s.block
 		s.mu.Unlock()

@@ -70,6 +70,13 @@ type Batch struct {
 	// MillisBehindLatest is how far the batch's last record was behind
 	// the shard's tip when it was read.
 	MillisBehindLatest int64
+	// Epoch is the fencing epoch of the shard's lease the batch is
+	// delivered under ([Lease.Epoch]): it grows every time the shard's
+	// owner changes in a fleet ([WithCoordinator]). It is 0 without a
+	// fleet and in a start batch (stored during initialisation, before
+	// any lease is taken). A [TransactionalSink] shared by a fleet stores
+	// it with the checkpoint to refuse a host that lost the lease.
+	Epoch uint64
 }
 
 // Sink is the user's destination.
