@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/tidemark/tidemark/internal/kerr"
 	"github.com/tidemark/tidemark/scan"
 )
 
@@ -160,7 +161,7 @@ func describeStream(ctx context.Context, c scan.Client, stream string, timeout t
 	}
 	if out == nil || out.StreamDescriptionSummary == nil ||
 		aws.ToString(out.StreamDescriptionSummary.StreamARN) == "" || out.StreamDescriptionSummary.StreamCreationTimestamp == nil {
-		return StreamIdentity{}, fmt.Errorf("the answer has no StreamARN or no StreamCreationTimestamp, which identify the stream")
+		return StreamIdentity{}, fmt.Errorf("%w: DescribeStreamSummary returned no StreamARN or no StreamCreationTimestamp, which identify the stream", kerr.ErrOddAnswer)
 	}
 	d := out.StreamDescriptionSummary
 	if d.StreamStatus == types.StreamStatusDeleting {
