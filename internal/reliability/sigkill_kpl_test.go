@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/tidemark/tidemark/internal/emulator"
-	"github.com/tidemark/tidemark/internal/faultproxy"
 	"github.com/tidemark/tidemark/internal/killloop"
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
 )
@@ -94,11 +92,7 @@ func TestSIGKILLLoopAggregated(t *testing.T) {
 	const stream = "sigkill-kpl"
 	killloop.CreateStream(ctx, t, api, stream, 2)
 
-	proxy, err := faultproxy.New(faultproxy.Config{Upstream: emu.Endpoint, Seed: seed, MaxDelay: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := startKillProxy(t, emu.Endpoint, seed)
 	tmp := t.TempDir()
 	cc := childConfig{
 		Endpoint:           proxy.URL(),
@@ -148,28 +142,12 @@ func TestSIGKILLLoopAggregated(t *testing.T) {
 	if _, err := loader.waitInit(time.Minute); err != nil {
 		t.Fatalf("the last loader: %v", err)
 	}
-	var out []line
-	for drainStart := time.Now(); ; {
-		if out, err = readOutput(cc.Out); err != nil {
-			t.Fatal(err)
-		}
-		seen := map[string]bool{}
-		for _, l := range out {
-			seen[l.data] = true
-		}
-		missing := slices.DeleteFunc(slices.Clone(want), func(w written) bool { return seen[w.Data] })
-		if len(missing) == 0 {
-			break
-		}
-		if loader.Exited() || time.Since(drainStart) > 2*time.Minute {
-			t.Fatalf("%d of %d user records not delivered (loader exited: %v), e.g. %+v", len(missing), len(want), loader.Exited(), missing[0])
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	drain(t, loader, cc.Out, want, 2*time.Minute)
 	if code, err := loader.Term(30 * time.Second); err != nil || code != exitOK {
 		t.Fatalf("the last loader: exit %d, %v:\n%s", code, err, loader.Stderr())
 	}
-	if out, err = readOutput(cc.Out); err != nil {
+	out, err := readOutput(cc.Out)
+	if err != nil {
 		t.Fatal(err)
 	}
 	checkpoints = append(checkpoints, checkpoint{kill: kills + 1, lines: len(out), committed: committed(t, cc.Dir, stream)})
@@ -200,22 +178,7 @@ func TestSIGKILLLoopAggregated(t *testing.T) {
 	// Every user record of a committed aggregate was delivered before the
 	// kill, and none is delivered after it.
 	dups := 0
-	for _, cp := range checkpoints {
-		before := map[string]bool{}
-		for _, l := range out[:cp.lines] {
-			before[l.data] = true
-		}
-		for _, w := range want {
-			if pr, ok := cp.committed[w.Shard]; ok && killloop.Covers(pr.Position, w.Seq) && !before[w.Data] {
-				t.Errorf("kill %d: %s (%s %s) is committed (%v) but was not delivered before the kill", cp.kill, w.Data, w.Shard, w.Seq, pr.Position)
-			}
-		}
-		for i, l := range out[cp.lines:] {
-			if pr, ok := cp.committed[l.shard]; ok && killloop.Covers(pr.Position, l.seq) {
-				t.Errorf("kill %d: line %d: %s (%s %s) delivered again although committed at %v", cp.kill, cp.lines+i+1, l.data, l.shard, l.seq, pr.Position)
-			}
-		}
-	}
+	checkCommitted(t, checkpoints, want, out)
 	seen := map[string]int{}
 	for _, l := range out {
 		if seen[l.data]++; seen[l.data] > 1 {

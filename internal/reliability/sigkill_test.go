@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -23,13 +22,6 @@ import (
 // killFaults are the faults the proxy injects into every call of the
 // loader once the first loader has initialised.
 var killFaults = faultproxy.Rates{Reset: 0.04, ServerError: 0.04, Throttle: 0.06, Truncate: 0.04, Delay: 0.05}
-
-// checkpoint is what was durable when a loader was killed.
-type checkpoint struct {
-	kill      int
-	lines     int // lines in the output file when the loader died
-	committed map[string]kinesisload.ShardProgress
-}
 
 // TestSIGKILLLoop runs a loader process against kinesis-local through the
 // fault proxy, kills it with SIGKILL at random moments while records are
@@ -77,11 +69,7 @@ func sigkillLoop(t *testing.T, fanOut bool) {
 	// count as after it. Let the history be older than that.
 	time.Sleep(2 * time.Second)
 
-	proxy, err := faultproxy.New(faultproxy.Config{Upstream: emu.Endpoint, Seed: seed, MaxDelay: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := startKillProxy(t, emu.Endpoint, seed)
 
 	tmp := t.TempDir()
 	cc := childConfig{
@@ -179,32 +167,13 @@ func sigkillLoop(t *testing.T, fanOut bool) {
 	if _, err := loader.waitInit(time.Minute); err != nil {
 		t.Fatalf("the last loader: %v", err)
 	}
-	var out []line
-	for {
-		if out, err = readOutput(cc.Out); err != nil {
-			t.Fatal(err)
-		}
-		seen := map[string]bool{}
-		for _, l := range out {
-			seen[l.data] = true
-		}
-		missing := slices.DeleteFunc(slices.Clone(want), func(w written) bool { return seen[w.Data] })
-		if len(missing) == 0 {
-			break
-		}
-		if loader.Exited() {
-			t.Fatalf("the last loader exited by itself (%v) with %d records missing:\n%s", loader.State(), len(missing), loader.Stderr())
-		}
-		if time.Since(drainStart) > 2*time.Minute {
-			t.Fatalf("%d of %d records not delivered 2m after the last kill, e.g. %+v", len(missing), len(want), missing[0])
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	drain(t, loader, cc.Out, want, 2*time.Minute)
 	drainTook := time.Since(drainStart)
 	if code, err := loader.Term(30 * time.Second); err != nil || code != exitOK {
 		t.Fatalf("the last loader: exit %d, %v:\n%s", code, err, loader.Stderr())
 	}
-	if out, err = readOutput(cc.Out); err != nil {
+	out, err := readOutput(cc.Out)
+	if err != nil {
 		t.Fatal(err)
 	}
 	final := committed(t, cc.Dir, stream)
@@ -276,22 +245,7 @@ func sigkillLoop(t *testing.T, fanOut bool) {
 
 	// Committed batches: each record at or before a committed position was
 	// in the file when the loader died, and never appears again.
-	for _, cp := range checkpoints {
-		before := map[string]bool{}
-		for _, l := range out[:cp.lines] {
-			before[l.data] = true
-		}
-		for _, w := range want {
-			if pr, ok := cp.committed[w.Shard]; ok && killloop.Covers(pr.Position, w.Seq) && !before[w.Data] {
-				t.Errorf("kill %d: %s (%s %s) is committed (%v) but was not delivered before the kill", cp.kill, w.Data, w.Shard, w.Seq, pr.Position)
-			}
-		}
-		for i, l := range out[cp.lines:] {
-			if pr, ok := cp.committed[l.shard]; ok && killloop.Covers(pr.Position, l.seq) {
-				t.Errorf("kill %d: line %d: %s (%s %s) delivered again although committed at %v", cp.kill, cp.lines+i+1, l.data, l.shard, l.seq, pr.Position)
-			}
-		}
-	}
+	checkCommitted(t, checkpoints, want, out)
 	// A parent whose child was read is COMPLETED in the journal.
 	for _, s := range lineage {
 		child := aws.ToString(s.ShardId)
