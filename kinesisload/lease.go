@@ -72,9 +72,13 @@ const (
 	// the end of a session). The Loader reports it as a handoff, not a
 	// loss.
 	LostReleased
+	// LostStartedOver: the fleet started over on a stream re-created
+	// under the name ([StreamRecreatedStartOver]): the lease belongs to
+	// the old stream's generation of the shared progress, which is void.
+	LostStartedOver
 )
 
-var lostNames = [...]string{"unknown", "commit_refused", "self_fenced", "expired", "released"}
+var lostNames = [...]string{"unknown", "commit_refused", "self_fenced", "expired", "released", "started_over"}
 
 func (r LostReason) String() string { return reasonName(lostNames[:], uint8(r), "LostReason") }
 

@@ -90,15 +90,46 @@ type Fleet struct {
 	writes map[string]int // per host, for cost tests
 }
 
-// table is one stream's items: what a DynamoDB table holds for it.
+// table is one generation of a stream's items: what a DynamoDB table
+// holds for it under one partition (see [partition]). The stream's own
+// partition (generation 0) also holds the identity item.
 type table struct {
 	hearts map[string]*heart
 	items  map[string]*item
 	init   initItem
-	// identity is the stream-level identity item.
+	// identity and gen are the stream-level identity item, in the
+	// stream's own partition only: the identity of the stream the current
+	// generation reads, and that generation. archived lists the
+	// generations started over, oldest first.
 	identity kinesisload.StreamIdentity
+	gen      uint64
+	archived []Generation
 	// lineage counts changes of states and new shards, to wake hosts.
 	lineage uint64
+}
+
+// Generation is one generation of a stream's progress in the table: the
+// progress made on one stream of the name, from its initialisation until
+// a host started the fleet over on a stream re-created under the name.
+type Generation struct {
+	// Gen counts the start-overs before it: 0 is the first.
+	Gen uint64
+	// Identity is the stream the generation read (zero when it was
+	// started over before an identity was stored).
+	Identity kinesisload.StreamIdentity
+	// ReplacedBy is the stream of the next generation; zero for the
+	// current one.
+	ReplacedBy kinesisload.StreamIdentity
+}
+
+// partition names the table of stream's generation gen: the stream's name
+// for generation 0 (as before generations existed), and name#genN after
+// N start-overs ('#' is in no stream name).
+func partition(stream string, gen uint64) string {
+	if gen == 0 {
+		return stream
+	}
+	return fmt.Sprintf("%s#gen%d", stream, gen)
 }
 
 // heart is a host's heartbeat item.
@@ -290,11 +321,30 @@ type ShardInfo struct {
 	Progress kinesisload.ShardProgress
 }
 
-// Shards returns the table of stream as every host sees it.
+// Shards returns the table of stream's current generation as every host
+// sees it.
 func (f *Fleet) Shards(stream string) map[string]ShardInfo {
+	f.mu.Lock()
+	gen := f.table(stream).gen
+	f.mu.Unlock()
+	return f.ShardsOf(stream, gen)
+}
+
+// Generations returns stream's generations, oldest first; the last is the
+// current one. A stream never started over has one, generation 0.
+func (f *Fleet) Generations(stream string) []Generation {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	tb := f.table(stream)
+	return append(slices.Clone(tb.archived), Generation{Gen: tb.gen, Identity: tb.identity})
+}
+
+// ShardsOf returns the table of stream's generation gen (an archived one
+// after a start-over) as every host saw it.
+func (f *Fleet) ShardsOf(stream string, gen uint64) map[string]ShardInfo {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tb := f.table(partition(stream, gen))
 	out := make(map[string]ShardInfo, len(tb.items))
 	for id, it := range tb.items {
 		p := tb.visible(it)
@@ -377,10 +427,18 @@ func (h *Host) Join(ctx context.Context, stream string) (kinesisload.Membership,
 	f.mu.Unlock()
 	m := &member{h: h, stream: stream, held: map[string]*lease{}, seen: map[string]seen{},
 		offer: map[string]bool{}, wake: make(chan struct{}, 1), ticks: make(chan chan struct{}), quit: make(chan struct{}), rounds: make(chan struct{})}
+	// The generation in force: the session belongs to it to the end.
+	if err := h.access(stream, false, func(tb *table) error {
+		m.gen, m.identity = tb.gen, tb.identity
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("coordtest: host %s joining stream %s: %w", h.id, stream, err)
+	}
+	m.part = partition(stream, m.gen)
 	// Register: heartbeat item present and not Left, counter moved.
 	for {
 		var counter uint64
-		err := h.access(stream, true, func(tb *table) error {
+		err := h.access(m.part, true, func(tb *table) error {
 			hb := tb.hearts[h.id]
 			if hb == nil {
 				hb = &heart{}
@@ -400,7 +458,7 @@ func (h *Host) Join(ctx context.Context, stream string) (kinesisload.Membership,
 		}
 		if errors.Is(err, ErrAnswerLost) {
 			// Re-read: the increment landed; take the counter as it is.
-			_ = h.access(stream, false, func(tb *table) error {
+			_ = h.access(m.part, false, func(tb *table) error {
 				if hb := tb.hearts[h.id]; hb != nil {
 					m.counter = hb.Counter
 				}
@@ -428,14 +486,20 @@ type seen struct {
 	at      time.Time
 }
 
-// member is a host's session on one stream.
+// member is a host's session on one stream, in the generation that was
+// current when it joined.
 type member struct {
 	h      *Host
 	stream string
-	ticks  chan chan struct{}
-	quit   chan struct{}
-	wg     sync.WaitGroup
-	wake   chan struct{}
+	// gen is the session's generation, part its table, identity the
+	// stream's identity when it joined (zero before one was stored).
+	gen      uint64
+	part     string
+	identity kinesisload.StreamIdentity
+	ticks    chan chan struct{}
+	quit     chan struct{}
+	wg       sync.WaitGroup
+	wake     chan struct{}
 	// rounds is closed and replaced after every round, for Initialise.
 	roundsMu sync.Mutex
 	rounds   chan struct{}
@@ -454,6 +518,9 @@ type member struct {
 	stealAt time.Time          // when
 	lineage uint64
 	left    bool
+	// over is set once the fleet started over in a later generation:
+	// the session's leases are void, and Acquire returns it.
+	over error
 }
 
 func (m *member) loop() {
@@ -561,11 +628,14 @@ func (m *member) round() {
 		return
 	}
 	m.fenced = false
+	if m.checkGen() != nil {
+		return // void: the Loader joins the new generation
+	}
 	// One consistent read of the table (a Scan).
 	var snap map[string]item
 	var hearts map[string]heart
 	var lineage uint64
-	err := h.access(m.stream, false, func(tb *table) error {
+	err := h.access(m.part, false, func(tb *table) error {
 		snap = make(map[string]item, len(tb.items))
 		for id, it := range tb.items {
 			c := *it
@@ -759,7 +829,7 @@ func (m *member) heartbeat(began time.Time) {
 		m.rates = rates
 	}
 	write := func() error {
-		return m.h.access(m.stream, true, func(tb *table) error {
+		return m.h.access(m.part, true, func(tb *table) error {
 			hb := tb.hearts[m.h.id]
 			if hb == nil || hb.Counter != m.counter {
 				return errCondition
@@ -771,7 +841,7 @@ func (m *member) heartbeat(began time.Time) {
 	}
 	err := write()
 	if errors.Is(err, ErrAnswerLost) {
-		err = m.h.access(m.stream, false, func(tb *table) error {
+		err = m.h.access(m.part, false, func(tb *table) error {
 			if hb := tb.hearts[m.h.id]; hb != nil && hb.Counter == next {
 				return nil
 			}
@@ -784,7 +854,7 @@ func (m *member) heartbeat(began time.Time) {
 	}
 	if errors.Is(err, errCondition) {
 		// Our counter moved under us (an earlier life): adopt it.
-		_ = m.h.access(m.stream, false, func(tb *table) error {
+		_ = m.h.access(m.part, false, func(tb *table) error {
 			if hb := tb.hearts[m.h.id]; hb != nil {
 				m.counter = hb.Counter
 			}
@@ -799,7 +869,7 @@ func (m *member) take(id string, was item) bool {
 	epoch := was.Epoch + 1
 	var granted kinesisload.ShardProgress
 	cond := func(it *item) bool { return it.Owner == was.Owner && it.Epoch == was.Epoch }
-	err := m.h.access(m.stream, true, func(tb *table) error {
+	err := m.h.access(m.part, true, func(tb *table) error {
 		it := tb.items[id]
 		if it == nil || !cond(it) {
 			return errCondition
@@ -813,7 +883,7 @@ func (m *member) take(id string, was item) bool {
 		return nil
 	})
 	if errors.Is(err, ErrAnswerLost) {
-		err = m.h.access(m.stream, false, func(tb *table) error {
+		err = m.h.access(m.part, false, func(tb *table) error {
 			if it := tb.items[id]; it != nil && it.Owner == m.h.id && it.Epoch == epoch {
 				granted = tb.visible(it)
 				return nil
@@ -857,7 +927,7 @@ func (m *member) acquireReason(was item) kinesisload.AcquireReason {
 
 // request asks the owner of id to hand it over. m.mu must be held.
 func (m *member) request(id string, was item) bool {
-	err := m.h.access(m.stream, true, func(tb *table) error {
+	err := m.h.access(m.part, true, func(tb *table) error {
 		it := tb.items[id]
 		if it == nil || it.Owner != was.Owner || it.Epoch != was.Epoch || it.HandoffTo != "" {
 			return errCondition
@@ -870,7 +940,7 @@ func (m *member) request(id string, was item) bool {
 
 // withdraw removes our handoff request on id. m.mu must be held.
 func (m *member) withdraw(id string) {
-	_ = m.h.access(m.stream, true, func(tb *table) error {
+	_ = m.h.access(m.part, true, func(tb *table) error {
 		if it := tb.items[id]; it != nil && it.HandoffTo == m.h.id {
 			it.HandoffTo = ""
 		}
@@ -899,6 +969,11 @@ func (m *member) Acquire(ctx context.Context, ready []string) ([]kinesisload.Lea
 		return nil, err
 	}
 	m.mu.Lock()
+	if m.over != nil {
+		err := m.over
+		m.mu.Unlock()
+		return nil, err
+	}
 	m.offer = make(map[string]bool, len(ready))
 	for _, id := range ready {
 		m.offer[id] = true
@@ -926,9 +1001,12 @@ func (m *member) Acquire(ctx context.Context, ready []string) ([]kinesisload.Lea
 func (m *member) Initialise(ctx context.Context, init kinesisload.InitFunc) error {
 	h := m.h
 	for {
+		if err := m.void(); err != nil {
+			return err
+		}
 		var ii initItem
 		var holder *heart
-		if err := h.access(m.stream, false, func(tb *table) error {
+		if err := h.access(m.part, false, func(tb *table) error {
 			ii = tb.init
 			if hb := tb.hearts[ii.LockOwner]; hb != nil {
 				c := *hb
@@ -964,7 +1042,7 @@ func (m *member) Initialise(ctx context.Context, init kinesisload.InitFunc) erro
 			continue
 		}
 		token := newToken()
-		err := h.access(m.stream, true, func(tb *table) error {
+		err := h.access(m.part, true, func(tb *table) error {
 			if tb.init.LockToken != ii.LockToken || tb.init.Committed != "" {
 				return errCondition
 			}
@@ -972,7 +1050,7 @@ func (m *member) Initialise(ctx context.Context, init kinesisload.InitFunc) erro
 			return nil
 		})
 		if errors.Is(err, ErrAnswerLost) {
-			err = h.access(m.stream, false, func(tb *table) error {
+			err = h.access(m.part, false, func(tb *table) error {
 				if tb.init.LockToken == token {
 					return nil
 				}
@@ -987,7 +1065,7 @@ func (m *member) Initialise(ctx context.Context, init kinesisload.InitFunc) erro
 		}
 		if err := init(ctx, stagingStore{m: m, batch: token}); err != nil {
 			// Unlock, so another host need not wait for our expiry.
-			_ = h.access(m.stream, true, func(tb *table) error {
+			_ = h.access(m.part, true, func(tb *table) error {
 				if tb.init.LockToken == token {
 					tb.init.LockOwner = ""
 				}
@@ -1010,7 +1088,7 @@ func (m *member) commitInit(ctx context.Context, token string) error {
 		return &kinesisload.LeaseLostError{Stream: m.stream, Why: kinesisload.LostSelfFenced, Reason: "fenced before the commit: no heartbeat landed for too long"}
 	}
 	for {
-		err := h.access(m.stream, true, func(tb *table) error {
+		err := h.access(m.part, true, func(tb *table) error {
 			if tb.init.LockToken != token || tb.init.Committed != "" {
 				return errCondition
 			}
@@ -1019,7 +1097,7 @@ func (m *member) commitInit(ctx context.Context, token string) error {
 			return nil
 		})
 		if errors.Is(err, ErrAnswerLost) {
-			err = h.access(m.stream, false, func(tb *table) error {
+			err = h.access(m.part, false, func(tb *table) error {
 				if tb.init.Committed == token {
 					return nil
 				}
@@ -1060,7 +1138,7 @@ func (m *member) Leave(ctx context.Context) error {
 		m.lose(l, kinesisload.LostReleased, "left")
 	}
 	m.mu.Unlock()
-	err := m.h.access(m.stream, true, func(tb *table) error {
+	err := m.h.access(m.part, true, func(tb *table) error {
 		if hb := tb.hearts[m.h.id]; hb != nil {
 			hb.Left = true
 		}
@@ -1170,7 +1248,7 @@ func (l *lease) Commit(ctx context.Context, u kinesisload.ShardProgress) error {
 		}
 		var owner string
 		var epoch uint64
-		err := h.access(m.stream, true, func(tb *table) error {
+		err := h.access(m.part, true, func(tb *table) error {
 			it := tb.items[l.shard]
 			if it == nil || it.Owner != h.id || it.Epoch != l.epoch {
 				if it != nil {
@@ -1187,7 +1265,7 @@ func (l *lease) Commit(ctx context.Context, u kinesisload.ShardProgress) error {
 		})
 		if errors.Is(err, ErrAnswerLost) {
 			// Read back: landed when we still own it and u changes nothing.
-			err = h.access(m.stream, false, func(tb *table) error {
+			err = h.access(m.part, false, func(tb *table) error {
 				it := tb.items[l.shard]
 				if it == nil || it.Owner != h.id || it.Epoch != l.epoch {
 					if it != nil {
@@ -1250,7 +1328,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if m.held[l.shard] == l {
 		delete(m.held, l.shard)
 	}
-	err := h.access(m.stream, true, func(tb *table) error {
+	err := h.access(m.part, true, func(tb *table) error {
 		it := tb.items[l.shard]
 		if it == nil || it.Owner != h.id || it.Epoch != l.epoch {
 			return nil // lost already: nothing to give up
@@ -1277,7 +1355,7 @@ func (s sharedStore) Load(ctx context.Context, stream string) (map[string]kinesi
 		return nil, err
 	}
 	out := map[string]kinesisload.ShardProgress{}
-	err := s.m.h.access(stream, false, func(tb *table) error {
+	err := s.m.h.access(s.m.part, false, func(tb *table) error {
 		for id, it := range tb.items {
 			p := tb.visible(it)
 			if p.State == 0 && p.Position.Kind == 0 && len(p.Parents) == 0 {
@@ -1331,7 +1409,7 @@ func (m *member) saveEach(ctx context.Context, stream string, updates []kinesisl
 		if u.ShardID == "" {
 			return fmt.Errorf("coordtest: save to stream %s: an update has no shard ID", stream)
 		}
-		if err := m.retry(ctx, stream, func(tb *table) error { apply(tb, u); return nil }); err != nil {
+		if err := m.retry(ctx, m.part, func(tb *table) error { apply(tb, u); return nil }); err != nil {
 			return err
 		}
 	}
@@ -1381,19 +1459,28 @@ func (s stagingStore) Save(ctx context.Context, stream string, updates []kinesis
 	})
 }
 
-// Identity implements [kinesisload.PositionStore]: the stream's identity
-// item.
+// Identity implements [kinesisload.PositionStore]: the identity item, when
+// its generation is the session's; when the fleet started over since, an
+// error wrapping a [*kinesisload.StreamMismatchError] (see StartOver).
 func (s sharedStore) Identity(ctx context.Context, stream string) (kinesisload.StreamIdentity, error) {
 	if err := s.check(ctx, stream); err != nil {
 		return kinesisload.StreamIdentity{}, err
 	}
 	var id kinesisload.StreamIdentity
-	err := s.m.h.access(stream, false, func(tb *table) error { id = tb.identity; return nil })
-	return id, err
+	var gen uint64
+	err := s.m.h.access(stream, false, func(tb *table) error { id, gen = tb.identity, tb.gen; return nil })
+	if err != nil {
+		return kinesisload.StreamIdentity{}, err
+	}
+	if gen != s.m.gen {
+		return kinesisload.StreamIdentity{}, s.m.void()
+	}
+	return id, nil
 }
 
 // SetIdentity implements [kinesisload.PositionStore]: a conditional write
-// of the identity item (it must be absent or equal).
+// of the identity item (it must be absent or equal, in the session's
+// generation).
 func (s sharedStore) SetIdentity(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
 	if err := s.check(ctx, stream); err != nil {
 		return err
@@ -1402,28 +1489,122 @@ func (s sharedStore) SetIdentity(ctx context.Context, stream string, id kinesisl
 		return fmt.Errorf("coordtest: stream %s: SetIdentity with the zero StreamIdentity", stream)
 	}
 	var stored kinesisload.StreamIdentity
+	var gen uint64
 	err := s.m.retry(ctx, stream, func(tb *table) error {
-		stored = tb.identity
-		if stored.IsZero() {
+		stored, gen = tb.identity, tb.gen
+		if stored.IsZero() && gen == s.m.gen {
 			tb.identity = id
 		}
 		return nil
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
-	}
-	if !stored.IsZero() && !stored.Equal(id) {
+	case gen != s.m.gen:
+		return s.m.void()
+	case !stored.IsZero() && !stored.Equal(id):
 		return &kinesisload.StreamMismatchError{Stream: stream, Stored: stored, Current: id}
 	}
 	return nil
 }
 
-// errNoStartOver is returned by StartOver.
-var errNoStartOver = errors.New("coordtest: the in-memory fleet cannot start a stream over yet (a fleet-wide start-over is not designed)")
-
-// StartOver implements [kinesisload.PositionStore]: not supported yet.
+// StartOver implements [kinesisload.PositionStore] for a fleet: one
+// conditional write of the identity item, from (the stored identity, the
+// session's generation) to (id, the next generation). Whoever wins, the
+// session's generation is over: StartOver returns an error wrapping a
+// [*kinesisload.StreamMismatchError] (the Loader starts a new session,
+// which joins the new generation and initialises it through its lock as a
+// first run), every lease of the session is void, and the old
+// generation's items stay as they are, its archive. StartOver does nothing
+// when id is the stored identity of the session's generation; it refuses
+// an id created no later than the stored one (a host whose view of the
+// stream is older than the fleet's must not move it back).
 func (s sharedStore) StartOver(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
-	return fmt.Errorf("stream %s: %w", stream, errNoStartOver)
+	if err := s.check(ctx, stream); err != nil {
+		return err
+	}
+	if id.IsZero() {
+		return fmt.Errorf("coordtest: stream %s: StartOver with the zero StreamIdentity", stream)
+	}
+	m := s.m
+	for {
+		var stored kinesisload.StreamIdentity
+		var gen uint64
+		if err := m.h.access(stream, false, func(tb *table) error { stored, gen = tb.identity, tb.gen; return nil }); err != nil {
+			return err
+		}
+		switch {
+		case gen != m.gen:
+			return m.void()
+		case stored.Equal(id):
+			return nil
+		case !stored.IsZero() && !id.Created.After(stored.Created):
+			return fmt.Errorf("coordtest: stream %s: start over on %s refused: the fleet's generation %d reads %s, created later or at once "+
+				"(a host may start the fleet over only on a stream created after the one it reads)", stream, id, gen, stored)
+		}
+		err := m.h.access(stream, true, func(tb *table) error {
+			if tb.gen != gen || !tb.identity.Equal(stored) {
+				return errCondition
+			}
+			tb.archived = append(tb.archived, Generation{Gen: gen, Identity: stored, ReplacedBy: id})
+			tb.identity, tb.gen = id, gen+1
+			return nil
+		})
+		switch {
+		case err == nil, errors.Is(err, errCondition), errors.Is(err, ErrAnswerLost):
+			// Moved, by us or by another host (the read at the top
+			// tells which generation is in force).
+		case errors.Is(err, ErrRefused):
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+	}
+}
+
+// void ends the session's generation, if the fleet moved past it: every
+// lease is lost ([kinesisload.LostStartedOver]) and Acquire returns the
+// error void returns (nil while the generation is in force).
+func (m *member) void() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.checkGen()
+}
+
+// checkGen reads the identity item and, when its generation is past the
+// session's, voids the session (see void). m.mu must be held.
+func (m *member) checkGen() error {
+	if m.over != nil {
+		return m.over
+	}
+	var cur kinesisload.StreamIdentity
+	var gen uint64
+	var old kinesisload.StreamIdentity
+	if err := m.h.access(m.stream, false, func(tb *table) error {
+		cur, gen = tb.identity, tb.gen
+		for _, a := range tb.archived {
+			if a.Gen == m.gen {
+				old = a.Identity
+			}
+		}
+		return nil
+	}); err != nil || gen == m.gen {
+		return nil
+	}
+	m.over = fmt.Errorf("coordtest: stream %s: the fleet started over in generation %d, on the stream re-created under the name; "+
+		"this session belongs to generation %d: %w", m.stream, gen, m.gen,
+		&kinesisload.StreamMismatchError{Stream: m.stream, Stored: old, Current: cur})
+	for _, l := range m.held {
+		m.lose(l, kinesisload.LostStartedOver, fmt.Sprintf("the fleet started over in generation %d (the stream was re-created)", gen))
+	}
+	for _, l := range m.granted {
+		l.markLost(kinesisload.LostStartedOver, fmt.Sprintf("the fleet started over in generation %d (the stream was re-created)", gen))
+	}
+	m.granted = nil
+	m.signal()
+	return m.over
 }
 
 var _ kinesisload.StartStore = stagingStore{}
@@ -1435,7 +1616,7 @@ func (s stagingStore) LoadStart(ctx context.Context, stream string) (time.Time, 
 		return time.Time{}, false, err
 	}
 	var t0 time.Time
-	err := s.m.h.access(stream, false, func(tb *table) error { t0 = tb.init.T0; return nil })
+	err := s.m.h.access(s.m.part, false, func(tb *table) error { t0 = tb.init.T0; return nil })
 	return t0, err == nil && !t0.IsZero(), err
 }
 
@@ -1450,7 +1631,7 @@ func (s stagingStore) SaveStart(ctx context.Context, stream string, t0 time.Time
 		return time.Time{}, fmt.Errorf("coordtest: stream %s: SaveStart with the zero time", stream)
 	}
 	var got time.Time
-	err := s.m.retry(ctx, stream, func(tb *table) error {
+	err := s.m.retry(ctx, s.m.part, func(tb *table) error {
 		if tb.init.LockToken != s.batch || tb.init.Committed != "" {
 			return errCondition
 		}
@@ -1485,7 +1666,7 @@ func (s stagingStore) SetIdentity(ctx context.Context, stream string, id kinesis
 	return sharedStore{m: s.m}.SetIdentity(ctx, stream, id)
 }
 
-// StartOver implements [kinesisload.PositionStore]: not supported yet.
+// StartOver implements [kinesisload.PositionStore] (as the shared store).
 func (s stagingStore) StartOver(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
 	return sharedStore{m: s.m}.StartOver(ctx, stream, id)
 }
