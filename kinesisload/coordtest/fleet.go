@@ -429,7 +429,7 @@ func (h *Host) Join(ctx context.Context, stream string) (kinesisload.Membership,
 		offer: map[string]bool{}, wake: make(chan struct{}, 1), ticks: make(chan chan struct{}), quit: make(chan struct{}), rounds: make(chan struct{})}
 	// The generation in force: the session belongs to it to the end.
 	if err := h.access(stream, false, func(tb *table) error {
-		m.gen, m.identity = tb.gen, tb.identity
+		m.gen = tb.gen
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("coordtest: host %s joining stream %s: %w", h.id, stream, err)
@@ -491,15 +491,13 @@ type seen struct {
 type member struct {
 	h      *Host
 	stream string
-	// gen is the session's generation, part its table, identity the
-	// stream's identity when it joined (zero before one was stored).
-	gen      uint64
-	part     string
-	identity kinesisload.StreamIdentity
-	ticks    chan chan struct{}
-	quit     chan struct{}
-	wg       sync.WaitGroup
-	wake     chan struct{}
+	// gen is the session's generation, part its table.
+	gen   uint64
+	part  string
+	ticks chan chan struct{}
+	quit  chan struct{}
+	wg    sync.WaitGroup
+	wake  chan struct{}
 	// rounds is closed and replaced after every round, for Initialise.
 	roundsMu sync.Mutex
 	rounds   chan struct{}

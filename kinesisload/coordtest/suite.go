@@ -124,6 +124,10 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"GracefulHandoffCommitsFirst", 2, false, testHandoff, kinesisload.BalanceByCount},
 		{"BalanceByCountIgnoresThroughput", 2, false, testHotByCount, kinesisload.BalanceByCount},
 		{"BalanceByThroughputHotShard", 2, false, testHotByThroughput, kinesisload.BalanceByThroughput},
+		{"StartOverMovesTheWholeFleet", 3, false, testStartOver, kinesisload.BalanceByCount},
+		{"StartOverTwoHostsAtOnce", 2, false, testStartOverTwice, kinesisload.BalanceByCount},
+		{"StartOverHostDiesInitialisingTheNewStream", 2, true, testStartOverDies, kinesisload.BalanceByCount},
+		{"StartOverNeverBackToAnOlderStream", 2, false, testStartOverOlder, kinesisload.BalanceByCount},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -994,5 +998,303 @@ func testHotByThroughput(t *testing.T, h Harness) {
 	if len(hotOwner.held) >= len(other.held) {
 		t.Errorf("by throughput: host %s holds the hot shard-00 and %v, host %s holds %v; want the hot shard's owner to hold fewer",
 			hotOwner.id, hotOwner.shards(), other.id, other.shards())
+	}
+}
+
+// The identities of a stream and of the stream re-created under its name.
+var (
+	oldStream = kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:123456789012:stream/" + stream, Created: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	newStream = kinesisload.StreamIdentity{ARN: oldStream.ARN, Created: oldStream.Created.Add(time.Hour)}
+)
+
+// seedAs is seed that journals the stream's identity first, as the Loader
+// does: SetIdentity when none is stored; a mismatch is returned.
+func seedAs(id kinesisload.StreamIdentity, shards map[string]kinesisload.ShardProgress, resolved *atomic.Int32) kinesisload.InitFunc {
+	return func(ctx context.Context, st kinesisload.PositionStore) error {
+		stored, err := st.Identity(ctx, stream)
+		switch {
+		case err != nil:
+			return err
+		case stored.IsZero():
+			if err := st.SetIdentity(ctx, stream, id); err != nil {
+				return err
+			}
+		case !stored.Equal(id):
+			return &kinesisload.StreamMismatchError{Stream: stream, Stored: stored, Current: id}
+		}
+		return seed(shards, resolved)(ctx, st)
+	}
+}
+
+// startOver is what the Loader does in a session that meets the new
+// stream with StreamRecreatedStartOver: StartOver on its store. A fleet
+// moves to a new generation and returns an error wrapping a
+// *StreamMismatchError (the session is void; the Loader joins again).
+func startOver(t *testing.T, d *driver, id kinesisload.StreamIdentity) {
+	t.Helper()
+	err := d.m.Store().StartOver(context.Background(), stream, id)
+	var mm *kinesisload.StreamMismatchError
+	if !errors.As(err, &mm) || !mm.Current.Equal(id) {
+		t.Fatalf("host %s: StartOver(%s) = %v, want an error wrapping a *StreamMismatchError whose Current is the new stream (the session's generation is over)", d.id, id, err)
+	}
+}
+
+// rejoin ends d's session and starts the next one, as the Loader does
+// after a *StreamMismatchError with StreamRecreatedStartOver.
+func rejoin(t *testing.T, h Harness, d *driver) *driver {
+	t.Helper()
+	if err := d.leave(); err != nil {
+		t.Logf("host %s: Leave of the void session: %v", d.id, err)
+	}
+	return join(t, h, d.id)
+}
+
+// A start-over by one host moves every host: the leases of the old
+// generation are lost (LostStartedOver) and its commits refused, Acquire
+// and Initialise of every old session return the mismatch, a new session
+// sees the new stream's identity and no progress until the new stream's
+// initialisation, which one host makes, once, through the lock; the old
+// progress is never applied to the new stream.
+func testStartOver(t *testing.T, h Harness) {
+	a := join(t, h, "a")
+	if err := initialise(t, h, a, seedAs(oldStream, active(4, "100"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	b := join(t, h, "b")
+	if err := initialise(t, h, b, seedAs(oldStream, active(4, "100"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	c := join(t, h, "c") // joined, not initialised yet when the fleet moves
+	run(h, 10, []*driver{a, b}, nil)
+	old := map[string]kinesisload.Lease{}
+	maps.Copy(old, a.held)
+	maps.Copy(old, b.held)
+	if len(old) != 4 {
+		t.Fatalf("a and b hold %v and %v, want the 4 shards between them", a.shards(), b.shards())
+	}
+
+	startOver(t, b, newStream)
+	run(h, 2, nil, nil)
+	ctx := context.Background()
+	for id, l := range old {
+		select {
+		case <-l.Lost():
+		default:
+			t.Errorf("%s: the lease of the old generation is not lost two rounds after the start-over", id)
+			continue
+		}
+		var why *kinesisload.LeaseLostError
+		if !errors.As(l.Err(), &why) || why.Why != kinesisload.LostStartedOver {
+			t.Errorf("%s: the old generation's lease was lost with Err() = %v, want Why %v", id, l.Err(), kinesisload.LostStartedOver)
+		}
+		if err := l.Commit(ctx, kinesisload.ShardProgress{ShardID: id, Position: scan.AfterSequence("900")}); !errors.Is(err, kinesisload.ErrLeaseLost) {
+			t.Errorf("%s: a commit under the old generation's lease = %v, want ErrLeaseLost", id, err)
+		}
+	}
+	for _, d := range []*driver{a, b} {
+		if _, err := d.m.Acquire(ctx, ready(active(4, "100"))); !errors.Is(err, kinesisload.ErrStreamMismatch) {
+			t.Errorf("host %s: Acquire in the old generation = %v, want an error wrapping ErrStreamMismatch", d.id, err)
+		}
+	}
+	called := false
+	err := initialise(t, h, c, func(ctx context.Context, st kinesisload.PositionStore) error {
+		called = true
+		return seedAs(newStream, active(4, "555"), nil)(ctx, st)
+	})
+	if !errors.Is(err, kinesisload.ErrStreamMismatch) {
+		t.Errorf("host c: Initialise of a session of the old generation = %v, want an error wrapping ErrStreamMismatch", err)
+	}
+	if called && err == nil {
+		t.Error("host c initialised the old generation after the fleet moved")
+	}
+	// A host that meets the new stream after the move: nothing to do.
+	startOver(t, a, newStream)
+
+	// The next sessions: the new stream, no progress, one initialisation.
+	a, b, c = rejoin(t, h, a), rejoin(t, h, b), rejoin(t, h, c)
+	for _, d := range []*driver{a, b, c} {
+		id, err := d.m.Store().Identity(ctx, stream)
+		if err != nil || !id.Equal(newStream) {
+			t.Errorf("host %s: the new session's Identity = %v, %v, want %s", d.id, id, err, newStream)
+		}
+		if got := load(t, d); len(got) != 0 {
+			t.Errorf("host %s: before the new stream is initialised, Load = %v, want nothing (the old progress is archived)", d.id, positions(got))
+		}
+	}
+	var resolved atomic.Int32
+	done := map[string]chan error{}
+	for _, d := range []*driver{a, b, c} {
+		ch := make(chan error, 1)
+		done[d.id] = ch
+		go func() { ch <- d.m.Initialise(context.Background(), seedAs(newStream, active(3, "7"+d.id), &resolved)) }()
+	}
+	var first string
+	for _, d := range []*driver{a, b, c} {
+		if err := await(t, h, done[d.id]); err != nil {
+			t.Fatalf("host %s: Initialise of the new stream: %v", d.id, err)
+		}
+	}
+	if n := resolved.Load(); n != 1 {
+		t.Fatalf("%d hosts resolved the new stream's batch, want exactly one", n)
+	}
+	for _, d := range []*driver{a, b, c} {
+		p := positions(load(t, d))
+		if len(p) != 3 {
+			t.Errorf("host %s sees %v, want the new stream's 3 shards only", d.id, p)
+		}
+		for id, pos := range p {
+			if first == "" {
+				first = pos
+			}
+			if pos != first || pos == scan.AfterSequence("100").String() {
+				t.Errorf("host %s: shard %s at %s: not the one batch of the new stream", d.id, id, pos)
+			}
+		}
+	}
+	run(h, 10, []*driver{a, b, c}, nil)
+	for _, d := range []*driver{a, b, c} {
+		if len(d.held) != 1 {
+			t.Errorf("host %s holds %v of the new stream's 3 shards, want 1", d.id, d.shards())
+		}
+		for id, l := range d.held {
+			if l.Acquired() != kinesisload.AcquireInitial {
+				t.Errorf("%s of the new stream acquired as %v, want %v (a shard never owned)", id, l.Acquired(), kinesisload.AcquireInitial)
+			}
+			if p := l.Progress().Position.String(); p != first {
+				t.Errorf("%s of the new stream granted at %s, want its initialised %s", id, p, first)
+			}
+		}
+	}
+}
+
+// Two hosts that meet the new stream at once start the fleet over once:
+// both sessions are void, and the next sessions see one new generation.
+func testStartOverTwice(t *testing.T, h Harness) {
+	a := join(t, h, "a")
+	if err := initialise(t, h, a, seedAs(oldStream, active(2, "100"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	b := join(t, h, "b")
+	if err := initialise(t, h, b, seedAs(oldStream, active(2, "100"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	run(h, 5, []*driver{a, b}, nil)
+	errs := make(chan error, 2)
+	for _, d := range []*driver{a, b} {
+		go func() { errs <- d.m.Store().StartOver(context.Background(), stream, newStream) }()
+	}
+	for range 2 {
+		var mm *kinesisload.StreamMismatchError
+		if err := <-errs; !errors.As(err, &mm) || !mm.Current.Equal(newStream) {
+			t.Errorf("StartOver at once = %v, want an error wrapping a *StreamMismatchError naming the new stream", err)
+		}
+	}
+	// A third start-over, by a host of the new generation that still sees
+	// the new stream, changes nothing.
+	a, b = rejoin(t, h, a), rejoin(t, h, b)
+	if err := a.m.Store().StartOver(context.Background(), stream, newStream); err != nil {
+		t.Errorf("StartOver to the identity in force = %v, want nil (nothing to do)", err)
+	}
+	for _, d := range []*driver{a, b} {
+		if id, err := d.m.Store().Identity(context.Background(), stream); err != nil || !id.Equal(newStream) {
+			t.Errorf("host %s: Identity = %v, %v, want %s", d.id, id, err, newStream)
+		}
+		if got := load(t, d); len(got) != 0 {
+			t.Errorf("host %s: Load = %v in the new generation before its initialisation", d.id, positions(got))
+		}
+	}
+	var resolved atomic.Int32
+	if err := initialise(t, h, a, seedAs(newStream, active(2, "200"), &resolved)); err != nil {
+		t.Fatal(err)
+	}
+	if err := initialise(t, h, b, seedAs(newStream, active(2, "300"), &resolved)); err != nil {
+		t.Fatal(err)
+	}
+	if n := resolved.Load(); n != 1 {
+		t.Errorf("the new stream was initialised %d times, want once", n)
+	}
+	for id, pos := range positions(load(t, b)) {
+		if pos != scan.AfterSequence("200").String() {
+			t.Errorf("shard %s at %s, want a's batch of the new stream (200)", id, pos)
+		}
+	}
+}
+
+// A host that dies half-way through the new stream's initialisation (its
+// batch written, not committed) leaves nothing visible; another host
+// initialises the new stream; the old progress never shows.
+func testStartOverDies(t *testing.T, h Harness) {
+	f := h.(Faults)
+	a := join(t, h, "a")
+	if err := initialise(t, h, a, seedAs(oldStream, active(2, "100"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	b := join(t, h, "b")
+	if err := initialise(t, h, b, seedAs(oldStream, active(2, "100"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	startOver(t, a, newStream)
+	a, b = rejoin(t, h, a), rejoin(t, h, b)
+	entered, release := make(chan struct{}), make(chan struct{})
+	da := make(chan error, 1)
+	go func() {
+		da <- a.m.Initialise(context.Background(), func(ctx context.Context, st kinesisload.PositionStore) error {
+			if err := st.Save(ctx, stream, slices.Collect(maps.Values(active(2, "111")))); err != nil {
+				return err
+			}
+			close(entered)
+			<-release
+			return nil
+		})
+	}()
+	<-entered
+	f.Kill("a")
+	if got := load(t, b); len(got) != 0 {
+		t.Fatalf("the new stream's half-done initialisation (or the old progress) is visible: %v", positions(got))
+	}
+	var resolved atomic.Int32
+	if err := initialise(t, h, b, seedAs(newStream, active(2, "222"), &resolved)); err != nil {
+		t.Fatalf("b: Initialise of the new stream after a died: %v", err)
+	}
+	close(release)
+	if err := <-da; err == nil {
+		t.Errorf("the dead host's Initialise returned nil")
+	}
+	if resolved.Load() != 1 {
+		t.Errorf("b did not resolve the new stream's batch itself (resolved %d)", resolved.Load())
+	}
+	for id, pos := range positions(load(t, b)) {
+		if pos != scan.AfterSequence("222").String() {
+			t.Errorf("shard %s at %s: not b's batch of the new stream", id, pos)
+		}
+	}
+}
+
+// A host whose view of the stream is older than the fleet's (it saw the
+// old stream after the fleet moved to the new one) cannot move the fleet
+// back: its StartOver is refused, nothing moves.
+func testStartOverOlder(t *testing.T, h Harness) {
+	a := join(t, h, "a")
+	if err := initialise(t, h, a, seedAs(oldStream, active(2, "100"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	startOver(t, a, newStream)
+	a = rejoin(t, h, a)
+	if err := initialise(t, h, a, seedAs(newStream, active(2, "200"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	run(h, 3, []*driver{a}, nil)
+	err := a.m.Store().StartOver(context.Background(), stream, oldStream)
+	if err == nil || errors.Is(err, kinesisload.ErrStreamMismatch) {
+		t.Errorf("StartOver to a stream created before the one in force = %v, want a refusal (not a mismatch, which would make the Loader join again and again)", err)
+	}
+	held := maps.Clone(a.held)
+	run(h, 3, []*driver{a}, nil)
+	if !maps.Equal(held, a.held) || len(held) != 2 {
+		t.Errorf("a holds %v after a refused start-over, want its 2 shards, the same leases", a.shards())
+	}
+	b := join(t, h, "b")
+	if id, err := b.m.Store().Identity(context.Background(), stream); err != nil || !id.Equal(newStream) {
+		t.Errorf("Identity after a refused start-over = %v, %v, want %s", id, err, newStream)
 	}
 }
