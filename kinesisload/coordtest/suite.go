@@ -1123,10 +1123,11 @@ func testStartOver(t *testing.T, h Harness) {
 	}
 	var resolved atomic.Int32
 	done := map[string]chan error{}
-	for _, d := range []*driver{a, b, c} {
+	for i, d := range []*driver{a, b, c} {
 		ch := make(chan error, 1)
 		done[d.id] = ch
-		go func() { ch <- d.m.Initialise(context.Background(), seedAs(newStream, active(3, "7"+d.id), &resolved)) }()
+		seq := fmt.Sprintf("7%d", i)
+		go func() { ch <- d.m.Initialise(context.Background(), seedAs(newStream, active(3, seq), &resolved)) }()
 	}
 	var first string
 	for _, d := range []*driver{a, b, c} {

@@ -124,6 +124,13 @@ func (c *Coordinator) Join(ctx context.Context, stream string) (kinesisload.Memb
 	bg, cancel := context.WithCancel(context.Background())
 	m := &member{c: c, stream: stream, ctx: bg, cancel: cancel, held: map[string]*lease{}, seen: map[string]seen{},
 		offer: map[string]bool{}, wake: make(chan struct{}, 1), ticks: make(chan chan struct{}), quit: make(chan struct{}), rounds: make(chan struct{})}
+	// The generation in force: the session belongs to it to the end.
+	ii, err := m.readIdentity(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	m.gen, m.part = ii.gen, partition(stream, ii.gen)
 	began := c.clk.Now()
 	counter, err := m.register(ctx)
 	if err != nil {
@@ -160,10 +167,15 @@ type seen struct {
 // initialisation lock) before its heartbeat was read.
 const unknownCounter = math.MaxUint64
 
-// member is a host's session on one stream.
+// member is a host's session on one stream, in the generation that was
+// current when it joined.
 type member struct {
 	c      *Coordinator
 	stream string
+	// gen is the session's generation, part the partition key of its
+	// items (heartbeats, init, shards; see partition).
+	gen    uint64
+	part   string
 	ctx    context.Context // cancelled by Leave: ends the rounds' calls
 	cancel context.CancelFunc
 	ticks  chan chan struct{}
@@ -187,6 +199,9 @@ type member struct {
 	granted   []*lease
 	offer     map[string]bool
 	digest    uint64
+	// over is set once the fleet started over in a later generation:
+	// the session's leases are void, and Acquire returns it.
+	over error
 
 	// Balance state, touched by the balance round only.
 	steal string
@@ -204,7 +219,7 @@ func (m *member) register(ctx context.Context) (uint64, error) {
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 		out, err := c.api.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 			TableName:                 aws.String(c.cfg.Table),
-			Key:                       itemKey(m.stream, prefixHost+c.cfg.HostID),
+			Key:                       itemKey(m.part, prefixHost+c.cfg.HostID),
 			UpdateExpression:          aws.String("ADD #c :one SET #l = :f"),
 			ExpressionAttributeNames:  map[string]string{"#c": "counter", "#l": "left"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":one": n(1), ":f": &types.AttributeValueMemberBOOL{Value: false}},
@@ -219,7 +234,7 @@ func (m *member) register(ctx context.Context) (uint64, error) {
 		}
 		// Unknown: read back. Whatever the counter is, the next
 		// heartbeat is conditional on it (and adopts it if it moved).
-		if item, rerr := c.get(ctx, m.stream, prefixHost+c.cfg.HostID); rerr == nil && item != nil && !getBool(item, "left") {
+		if item, rerr := c.get(ctx, m.part, prefixHost+c.cfg.HostID); rerr == nil && item != nil && !getBool(item, "left") {
 			return getN(item, "counter")
 		}
 		if err := c.sleep(ctx, backoff(attempt)); err != nil {
@@ -343,7 +358,7 @@ func (m *member) beat() {
 	next := cur + 1
 	in := &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(c.cfg.Table),
-		Key:                       itemKey(m.stream, prefixHost+c.cfg.HostID),
+		Key:                       itemKey(m.part, prefixHost+c.cfg.HostID),
 		UpdateExpression:          aws.String("SET #c = :next, #l = :f"),
 		ConditionExpression:       aws.String("#c = :cur"),
 		ExpressionAttributeNames:  map[string]string{"#c": "counter", "#l": "left"},
@@ -363,7 +378,7 @@ func (m *member) beat() {
 	_, err := c.api.UpdateItem(ctx, in)
 	landed, adopt, gone := err == nil, uint64(0), false
 	if cl := classify(err); cl == classCondition || cl == classUnknown {
-		item, rerr := c.get(ctx, m.stream, prefixHost+c.cfg.HostID)
+		item, rerr := c.get(ctx, m.part, prefixHost+c.cfg.HostID)
 		switch {
 		case rerr != nil:
 		case item == nil:
@@ -428,7 +443,7 @@ func (m *member) collect(snap *snapshot, now time.Time) {
 		ctx, cancel := context.WithTimeout(m.ctx, c.cfg.CallTimeout)
 		_, err := c.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName:                 aws.String(c.cfg.Table),
-			Key:                       itemKey(m.stream, prefixHost+id),
+			Key:                       itemKey(m.part, prefixHost+id),
 			ConditionExpression:       aws.String("#c = :c AND #l = :l"),
 			ExpressionAttributeNames:  map[string]string{"#c": "counter", "#l": "left"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":c": n(hb.counter), ":l": &types.AttributeValueMemberBOOL{Value: hb.left}},
@@ -515,9 +530,26 @@ func (m *member) balance() {
 	if stop {
 		return
 	}
-	snap, err := c.query(m.ctx, m.stream)
+	snap, err := c.query(m.ctx, m.part)
 	if err != nil {
 		return // transient; the next round tries again
+	}
+	// Has the fleet started over? Generation 0's Query read the identity
+	// item; a later generation's partition does not hold it.
+	ident := snap.ident
+	if m.gen > 0 {
+		item, err := c.get(m.ctx, m.stream, itemIdentity)
+		if err != nil {
+			return
+		}
+		if item != nil {
+			if ident, err = decodeIdentity(item); err != nil {
+				return
+			}
+		}
+	}
+	if m.void(ident) != nil {
+		return
 	}
 	now := c.clk.Now()
 	committed := snap.init.committed
@@ -735,9 +767,9 @@ func (m *member) take(was *shardItem, committed string) bool {
 	}
 	next := was.folded(p, committed)
 	next.owner, next.epoch, next.handoff, next.ver, next.rate = me, was.epoch+1, "", was.ver+1, 0
-	err := c.putShard(m.ctx, m.stream, was, next, false)
+	err := c.putShard(m.ctx, m.part, was, next, false)
 	if cl := classify(err); cl == classCondition || cl == classUnknown {
-		got, rerr := c.getShard(m.ctx, m.stream, was.id)
+		got, rerr := c.getShard(m.ctx, m.part, was.id)
 		if rerr != nil || got.owner != me || got.epoch != next.epoch {
 			return false
 		}
@@ -787,7 +819,7 @@ func (m *member) acquireReason(was *shardItem) kinesisload.AcquireReason {
 func (m *member) request(was *shardItem) bool {
 	next := *was
 	next.handoff, next.ver = m.c.cfg.HostID, was.ver+1
-	err := m.c.putShard(m.ctx, m.stream, was, &next, false)
+	err := m.c.putShard(m.ctx, m.part, was, &next, false)
 	return classify(err) == classOK || classify(err) == classUnknown
 }
 
@@ -827,7 +859,7 @@ func (m *member) update(ctx context.Context, id string, was *shardItem, mutate f
 			return fmt.Errorf("dynamo: stream %s: shard %s: gave up after %d attempts", m.stream, id, attempts)
 		}
 		if was == nil {
-			got, err := c.getShard(ctx, m.stream, id)
+			got, err := c.getShard(ctx, m.part, id)
 			switch classify(err) {
 			case classOK:
 				was = got
@@ -845,7 +877,7 @@ func (m *member) update(ctx context.Context, id string, was *shardItem, mutate f
 			return nil
 		}
 		next.id, next.exists, next.ver = id, true, was.ver+1
-		err := c.putShard(ctx, m.stream, was, next, false)
+		err := c.putShard(ctx, m.part, was, next, false)
 		switch classify(err) {
 		case classOK:
 			return nil
@@ -858,6 +890,38 @@ func (m *member) update(ctx context.Context, id string, was *shardItem, mutate f
 		}
 		was = nil
 	}
+}
+
+// void ends the session when ii, the identity item as read, is of a later
+// generation than the session's: every lease is lost
+// ([kinesisload.LostStartedOver]), and Acquire returns the error void
+// returns, which wraps a [*kinesisload.StreamMismatchError]. It returns
+// nil while the session's generation is in force.
+func (m *member) void(ii identityItem) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.over != nil || ii.gen <= m.gen {
+		return m.over
+	}
+	var old kinesisload.StreamIdentity
+	for _, a := range ii.archived {
+		if a.Gen == m.gen {
+			old = a.Identity
+		}
+	}
+	m.over = fmt.Errorf("dynamo: table %s: stream %s: the fleet started over in generation %d, on the stream re-created under the name; "+
+		"this session belongs to generation %d: %w", m.c.cfg.Table, m.stream, ii.gen, m.gen,
+		&kinesisload.StreamMismatchError{Stream: m.stream, Stored: old, Current: ii.id})
+	reason := fmt.Sprintf("the fleet started over in generation %d (the stream was re-created)", ii.gen)
+	for _, l := range m.held {
+		m.lose(l, kinesisload.LostStartedOver, reason)
+	}
+	for _, l := range m.granted {
+		l.markLost(kinesisload.LostStartedOver, reason)
+	}
+	m.granted = nil
+	m.signal()
+	return m.over
 }
 
 // Wake implements [kinesisload.Membership].
@@ -874,6 +938,11 @@ func (m *member) Acquire(ctx context.Context, ready []string) ([]kinesisload.Lea
 		return nil, err
 	}
 	m.mu.Lock()
+	if m.over != nil {
+		err := m.over
+		m.mu.Unlock()
+		return nil, err
+	}
 	m.offer = make(map[string]bool, len(ready))
 	for _, id := range ready {
 		m.offer[id] = true
@@ -941,7 +1010,7 @@ func (m *member) markLeft(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 		_, err = c.api.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 			TableName:                 aws.String(c.cfg.Table),
-			Key:                       itemKey(m.stream, prefixHost+c.cfg.HostID),
+			Key:                       itemKey(m.part, prefixHost+c.cfg.HostID),
 			UpdateExpression:          aws.String("SET #l = :t"),
 			ExpressionAttributeNames:  map[string]string{"#l": "left"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberBOOL{Value: true}},

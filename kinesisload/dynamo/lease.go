@@ -185,7 +185,7 @@ func (l *lease) write(ctx context.Context, u kinesisload.ShardProgress, release 
 			return fmt.Errorf("dynamo: stream %s: shard %s: release gave up after %d attempts (the lease expires instead)", m.stream, l.shard, attempt)
 		}
 		if was == nil {
-			got, err := c.getShard(ctx, m.stream, l.shard)
+			got, err := c.getShard(ctx, m.part, l.shard)
 			switch classify(err) {
 			case classOK:
 				was, fresh = got, true
@@ -226,7 +226,7 @@ func (l *lease) write(ctx context.Context, u kinesisload.ShardProgress, release 
 				next.rate = l.meter.Rate()
 			}
 		}
-		err := c.putShard(ctx, m.stream, was, next, true)
+		err := c.putShard(ctx, m.part, was, next, true)
 		switch classify(err) {
 		case classOK:
 			l.cache = next

@@ -2,7 +2,6 @@ package dynamo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -24,6 +23,14 @@ func (m *member) Initialise(ctx context.Context, init kinesisload.InitFunc) erro
 	c, me := m.c, m.c.cfg.HostID
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// A session of a generation the fleet left initialises nothing.
+		ident, err := m.readIdentity(ctx)
+		if err != nil {
+			return err
+		}
+		if err := m.void(ident); err != nil {
 			return err
 		}
 		ii, err := m.readInit(ctx)
@@ -81,7 +88,7 @@ func (m *member) aliveOrUnknown(id string, now time.Time) bool {
 }
 
 func (m *member) readInit(ctx context.Context) (initItem, error) {
-	item, err := m.c.get(ctx, m.stream, itemInit)
+	item, err := m.c.get(ctx, m.part, itemInit)
 	if err != nil || item == nil {
 		return initItem{}, err
 	}
@@ -95,7 +102,7 @@ func (m *member) lock(ctx context.Context, was initItem, token string) (ok bool,
 	in := &dynamodb.PutItemInput{
 		TableName: aws.String(c.cfg.Table),
 		Item: map[string]types.AttributeValue{
-			keyStream: s(m.stream), keyItem: s(itemInit),
+			keyStream: s(m.part), keyItem: s(itemInit),
 			"ver": n(was.ver + 1), "lockOwner": s(c.cfg.HostID), "lockToken": s(token),
 		},
 	}
@@ -145,7 +152,7 @@ func (m *member) unlock(token string) {
 	defer cancel()
 	_, _ = c.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(c.cfg.Table),
-		Key:                       itemKey(m.stream, itemInit),
+		Key:                       itemKey(m.part, itemInit),
 		UpdateExpression:          aws.String("REMOVE #o SET #v = #v + :one"),
 		ConditionExpression:       aws.String("#t = :t AND attribute_not_exists(#cm)"),
 		ExpressionAttributeNames:  map[string]string{"#o": "lockOwner", "#v": "ver", "#t": "lockToken", "#cm": "committed"},
@@ -173,7 +180,7 @@ func (m *member) commitInit(ctx context.Context, token string) error {
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 		_, err := c.api.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 			TableName:                 aws.String(c.cfg.Table),
-			Key:                       itemKey(m.stream, itemInit),
+			Key:                       itemKey(m.part, itemInit),
 			UpdateExpression:          aws.String("SET #cm = :t, #v = #v + :one"),
 			ConditionExpression:       aws.String("#t = :t AND attribute_not_exists(#cm)"),
 			ExpressionAttributeNames:  map[string]string{"#cm": "committed", "#v": "ver", "#t": "lockToken"},
@@ -231,7 +238,7 @@ func (st sharedStore) check(ctx context.Context, stream string) error {
 func (m *member) snapshot(ctx context.Context) (*snapshot, error) {
 	c := m.c
 	for attempt := 0; ; attempt++ {
-		snap, err := c.query(ctx, m.stream)
+		snap, err := c.query(ctx, m.part)
 		switch classify(err) {
 		case classOK:
 			if snap.init.committed != "" {
@@ -321,32 +328,47 @@ func (m *member) saveEach(ctx context.Context, updates []kinesisload.ShardProgre
 	return nil
 }
 
+// readIdentity reads the stream's identity item (in the stream's own
+// partition), retrying transient errors.
+func (m *member) readIdentity(ctx context.Context) (identityItem, error) {
+	c := m.c
+	for attempt := 0; ; attempt++ {
+		item, err := c.get(ctx, m.stream, itemIdentity)
+		switch classify(err) {
+		case classOK:
+			if item == nil {
+				return identityItem{}, nil
+			}
+			ii, err := decodeIdentity(item)
+			if err != nil {
+				return ii, fmt.Errorf("dynamo: table %s: stream %s: %w", c.cfg.Table, m.stream, err)
+			}
+			return ii, nil
+		case classFatal:
+			return identityItem{}, c.fatal("GetItem", err)
+		}
+		if err := c.sleep(ctx, backoff(attempt)); err != nil {
+			return identityItem{}, err
+		}
+	}
+}
+
 // Identity implements [kinesisload.PositionStore]: the stream's identity
-// item.
+// item, when its generation is the session's; when the fleet started over
+// since, an error wrapping a [*kinesisload.StreamMismatchError] (see
+// StartOver).
 func (st sharedStore) Identity(ctx context.Context, stream string) (kinesisload.StreamIdentity, error) {
 	if err := st.check(ctx, stream); err != nil {
 		return kinesisload.StreamIdentity{}, err
 	}
-	m, c := st.m, st.m.c
-	for attempt := 0; ; attempt++ {
-		item, err := c.get(ctx, stream, itemIdentity)
-		switch classify(err) {
-		case classOK:
-			if item == nil {
-				return kinesisload.StreamIdentity{}, nil
-			}
-			id, err := decodeIdentity(item)
-			if err != nil {
-				return id, fmt.Errorf("dynamo: table %s: stream %s: %w", c.cfg.Table, m.stream, err)
-			}
-			return id, nil
-		case classFatal:
-			return kinesisload.StreamIdentity{}, c.fatal("GetItem", err)
-		}
-		if err := c.sleep(ctx, backoff(attempt)); err != nil {
-			return kinesisload.StreamIdentity{}, err
-		}
+	ii, err := st.m.readIdentity(ctx)
+	if err != nil {
+		return kinesisload.StreamIdentity{}, err
 	}
+	if ii.gen != st.m.gen {
+		return kinesisload.StreamIdentity{}, st.m.void(ii)
+	}
+	return ii.id, nil
 }
 
 // SetIdentity implements [kinesisload.PositionStore]: a conditional write
@@ -358,25 +380,29 @@ func (st sharedStore) SetIdentity(ctx context.Context, stream string, id kinesis
 	if id.IsZero() {
 		return fmt.Errorf("dynamo: stream %s: SetIdentity with the zero StreamIdentity", stream)
 	}
-	c := st.m.c
+	m, c := st.m, st.m.c
 	for attempt := 0; ; attempt++ {
-		stored, err := st.Identity(ctx, stream)
+		ii, err := m.readIdentity(ctx)
 		if err != nil {
 			return err
 		}
-		if !stored.IsZero() {
-			if stored.Equal(id) {
+		if ii.gen != m.gen {
+			return m.void(ii)
+		}
+		if !ii.id.IsZero() {
+			if ii.id.Equal(id) {
 				return nil
 			}
-			return &kinesisload.StreamMismatchError{Stream: stream, Stored: stored, Current: id}
+			return &kinesisload.StreamMismatchError{Stream: stream, Stored: ii.id, Current: id}
+		}
+		item, err := identityItem{id: id}.attrs(stream)
+		if err != nil {
+			return err
 		}
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 		_, err = c.api.PutItem(cctx, &dynamodb.PutItemInput{
-			TableName: aws.String(c.cfg.Table),
-			Item: map[string]types.AttributeValue{
-				keyStream: s(stream), keyItem: s(itemIdentity),
-				"arn": s(id.ARN), "created": s(id.Created.UTC().Format(time.RFC3339Nano)),
-			},
+			TableName:                aws.String(c.cfg.Table),
+			Item:                     item,
 			ConditionExpression:      aws.String("attribute_not_exists(#i)"),
 			ExpressionAttributeNames: map[string]string{"#i": keyItem},
 		})
@@ -395,14 +421,78 @@ func (st sharedStore) SetIdentity(ctx context.Context, stream string, id kinesis
 	}
 }
 
-// ErrStartOverUnsupported is returned by the Store's StartOver: a
-// fleet-wide start-over of a re-created stream is not designed yet. Stop
-// every host and delete the stream's items (or use a new table) instead.
-var ErrStartOverUnsupported = errors.New("dynamo: starting a re-created stream over is not supported by the DynamoDB coordinator yet")
-
-// StartOver implements [kinesisload.PositionStore]: not supported yet.
+// StartOver implements [kinesisload.PositionStore] for a fleet: one
+// conditional write of the identity item, from (the stored identity, the
+// session's generation) to (id, the next generation), which every other
+// host's next round reads. Whoever wins, the session's generation is
+// over: StartOver returns an error wrapping a
+// [*kinesisload.StreamMismatchError] (the Loader starts a new session,
+// which joins the new generation's partition and initialises it through
+// its lock, as a first run), and every lease of the session is void. The
+// old generation's items stay as they are, its archive ([Coordinator.Inspect]
+// shows them). StartOver does nothing when id is the stored identity of
+// the session's generation, and refuses an id created no later than the
+// stored one (a host whose view of the stream is older than the fleet's
+// must not move it back). A write whose answer was lost is read back.
 func (st sharedStore) StartOver(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
-	return fmt.Errorf("dynamo: stream %s: %w", stream, ErrStartOverUnsupported)
+	if err := st.check(ctx, stream); err != nil {
+		return err
+	}
+	if id.IsZero() {
+		return fmt.Errorf("dynamo: stream %s: StartOver with the zero StreamIdentity", stream)
+	}
+	m, c := st.m, st.m.c
+	for attempt := 0; ; attempt++ {
+		ii, err := m.readIdentity(ctx)
+		if err != nil {
+			return err
+		}
+		switch {
+		case ii.gen != m.gen:
+			return m.void(ii)
+		case ii.id.Equal(id):
+			return nil
+		case !ii.id.IsZero() && !id.Created.After(ii.id.Created):
+			return fmt.Errorf("dynamo: table %s: stream %s: start over on %s refused: the fleet's generation %d reads %s, created later or at once "+
+				"(a host may start the fleet over only on a stream created after the one it reads)", c.cfg.Table, stream, id, ii.gen, ii.id)
+		}
+		next := identityItem{id: id, gen: ii.gen + 1,
+			archived: append(slices.Clone(ii.archived), Generation{Gen: ii.gen, Identity: ii.id, ReplacedBy: id})}
+		item, err := next.attrs(stream)
+		if err != nil {
+			return err
+		}
+		in := &dynamodb.PutItemInput{TableName: aws.String(c.cfg.Table), Item: item}
+		if !ii.exists {
+			in.ConditionExpression = aws.String("attribute_not_exists(#i)")
+			in.ExpressionAttributeNames = map[string]string{"#i": keyItem}
+		} else {
+			cond := "#a = :a AND #c = :c AND #g = :g"
+			if ii.gen == 0 {
+				cond = "#a = :a AND #c = :c AND attribute_not_exists(#g)"
+			}
+			in.ConditionExpression = aws.String(cond)
+			in.ExpressionAttributeNames = map[string]string{"#a": "arn", "#c": "created", "#g": "gen"}
+			in.ExpressionAttributeValues = map[string]types.AttributeValue{
+				":a": s(ii.id.ARN), ":c": s(ii.id.Created.UTC().Format(time.RFC3339Nano))}
+			if ii.gen > 0 {
+				in.ExpressionAttributeValues[":g"] = n(ii.gen)
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+		_, err = c.api.PutItem(cctx, in)
+		cancel()
+		switch classify(err) {
+		case classFatal:
+			return c.fatal("PutItem", err)
+		case classUnknown:
+			if err := c.sleep(ctx, backoff(attempt)); err != nil {
+				return err
+			}
+		}
+		// Landed, refused or unknown: the read at the top tells which
+		// generation is in force.
+	}
 }
 
 // stagingStore is the store of the host that holds the initialisation
@@ -483,7 +573,7 @@ func (st stagingStore) SaveStart(ctx context.Context, stream string, t0 time.Tim
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 		out, err := c.api.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 			TableName:                 aws.String(c.cfg.Table),
-			Key:                       itemKey(m.stream, itemInit),
+			Key:                       itemKey(m.part, itemInit),
 			UpdateExpression:          aws.String("SET #t0 = if_not_exists(#t0, :t0), #v = #v + :one"),
 			ConditionExpression:       aws.String("#t = :t AND attribute_not_exists(#cm)"),
 			ExpressionAttributeNames:  map[string]string{"#t0": "t0", "#v": "ver", "#t": "lockToken", "#cm": "committed"},
@@ -538,7 +628,7 @@ func (st stagingStore) SetIdentity(ctx context.Context, stream string, id kinesi
 	return st.m.shared().SetIdentity(ctx, stream, id)
 }
 
-// StartOver implements [kinesisload.PositionStore]: not supported yet.
+// StartOver implements [kinesisload.PositionStore] (as the shared store).
 func (st stagingStore) StartOver(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
 	return st.m.shared().StartOver(ctx, stream, id)
 }

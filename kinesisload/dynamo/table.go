@@ -411,10 +411,12 @@ func rateAttr(rates map[string]float64) types.AttributeValue {
 // snapshot is one consistent Query of a stream's items (consistent per
 // item; the Query is one read of the partition).
 type snapshot struct {
-	shards   map[string]*shardItem
-	hearts   map[string]heart
-	init     initItem
-	identity kinesisload.StreamIdentity
+	shards map[string]*shardItem
+	hearts map[string]heart
+	init   initItem
+	// ident is the identity item, read only in the stream's own
+	// partition (generation 0's).
+	ident identityItem
 }
 
 func (c *Coordinator) query(ctx context.Context, stream string) (*snapshot, error) {
@@ -475,11 +477,11 @@ func (snap *snapshot) add(m map[string]types.AttributeValue) error {
 		}
 		snap.init = ii
 	case key == itemIdentity:
-		id, err := decodeIdentity(m)
+		ii, err := decodeIdentity(m)
 		if err != nil {
 			return err
 		}
-		snap.identity = id
+		snap.ident = ii
 	}
 	return nil
 }
@@ -498,16 +500,65 @@ func decodeInit(m map[string]types.AttributeValue) (initItem, error) {
 	return ii, nil
 }
 
-func decodeIdentity(m map[string]types.AttributeValue) (kinesisload.StreamIdentity, error) {
-	id := kinesisload.StreamIdentity{ARN: getS(m, "arn")}
+// identityItem is the stream's identity item: the identity of the stream
+// the current generation reads, the generation, and the generations
+// archived by start-overs.
+type identityItem struct {
+	exists   bool
+	id       kinesisload.StreamIdentity
+	gen      uint64
+	archived []Generation
+}
+
+func decodeIdentity(m map[string]types.AttributeValue) (identityItem, error) {
+	ii := identityItem{exists: true, id: kinesisload.StreamIdentity{ARN: getS(m, "arn")}}
 	if raw := getS(m, "created"); raw != "" {
 		t, err := time.Parse(time.RFC3339Nano, raw)
 		if err != nil {
-			return id, fmt.Errorf("identity: created %q: %w", raw, err)
+			return ii, fmt.Errorf("identity: created %q: %w", raw, err)
 		}
-		id.Created = t
+		ii.id.Created = t
 	}
-	return id, nil
+	var err error
+	if ii.gen, err = getN(m, "gen"); err != nil {
+		return ii, fmt.Errorf("identity: %w", err)
+	}
+	if raw := getS(m, "archived"); raw != "" {
+		if err := json.Unmarshal([]byte(raw), &ii.archived); err != nil {
+			return ii, fmt.Errorf("identity: archived generations %q: %w", raw, err)
+		}
+	}
+	return ii, nil
+}
+
+// attrs encodes the identity item of stream.
+func (ii identityItem) attrs(stream string) (map[string]types.AttributeValue, error) {
+	m := map[string]types.AttributeValue{
+		keyStream: s(stream), keyItem: s(itemIdentity),
+		"arn": s(ii.id.ARN), "created": s(ii.id.Created.UTC().Format(time.RFC3339Nano)),
+	}
+	if ii.gen > 0 {
+		m["gen"] = n(ii.gen)
+	}
+	if len(ii.archived) > 0 {
+		b, err := json.Marshal(ii.archived)
+		if err != nil {
+			return nil, fmt.Errorf("dynamo: stream %s: encode the archived generations: %w", stream, err)
+		}
+		m["archived"] = s(string(b))
+	}
+	return m, nil
+}
+
+// partition is the partition key of stream's generation gen: the stream's
+// name for generation 0 (the only one before a start-over, and the home of
+// the identity item), name#genN after N start-overs ('#' is in no stream
+// name).
+func partition(stream string, gen uint64) string {
+	if gen == 0 {
+		return stream
+	}
+	return fmt.Sprintf("%s#gen%d", stream, gen)
 }
 
 // get reads one item with a consistent read; nil when absent.
