@@ -58,6 +58,31 @@ type Membership interface {
 	// positions a reading host reaches, and the DRAINING and COMPLETED
 	// states, go through [Lease.Commit] instead. Load may return changes
 	// made by other hosts.
+	//
+	// A membership belongs to the generation of the stream's progress in
+	// force when it joined. StartOver (of Store, or of the store
+	// Initialise gives) is a fleet-wide start-over on a stream re-created
+	// under the name ([StreamRecreatedStartOver]): atomically, the stored
+	// identity becomes id and the stream's progress an empty new
+	// generation; the old generation's progress is kept, never deleted
+	// (the archive), and nothing of it is ever applied to the new one.
+	// Whichever host's StartOver moved the fleet, the membership's
+	// generation is over: StartOver returns an error wrapping a
+	// [*StreamMismatchError] (Current is the new identity) rather than
+	// nil, and every lease of the membership is lost ([LostStartedOver];
+	// its commits are refused). So are the leases of every other host's
+	// membership of the old generation once its coordinator sees the move
+	// (within a renew interval), whose Acquire, Initialise and Store's
+	// Identity then return such an error too. The Loader ends the session
+	// on it and joins again: a membership joined after the move belongs
+	// to the new generation, and its Initialise initialises the new
+	// stream through the fleet's lock, exactly as a first run. StartOver
+	// does nothing when id is the identity in force, and refuses, with an
+	// error that is not a mismatch, an id created no later than the
+	// stored one: a host whose view of the stream is older than the
+	// fleet's must not move it back. The default coordinator's Store is
+	// its PositionStore, whose StartOver archives in place and returns
+	// nil.
 	Store() PositionStore
 
 	// Initialise gates the fleet's initialisation of the stream. It

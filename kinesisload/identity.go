@@ -116,15 +116,20 @@ const (
 	// nothing, and starts over once they are removed from the Sink's
 	// store.
 	//
-	// In a fleet ([WithCoordinator]) the start-over is the store's
-	// StartOver, and it must move every host at once: archive the old
-	// generation, void every lease of it, and initialise the new stream
-	// again through the fleet's initialisation lock. A coordinator that
-	// cannot (the in-memory one of package coordtest, today) refuses:
-	// Run then stops on every host that meets the new stream, with a
-	// [*RunError] of class [ErrJournal] (op "StartOver") wrapping
-	// [ErrStreamMismatch], no host reads the new stream, and the shared
-	// progress is left as it was.
+	// In a fleet ([WithCoordinator]; kinesisload/dynamo, coordtest) the
+	// first host that meets the new stream moves every host at once, with
+	// the store's StartOver (see [Membership.Store]): one conditional
+	// write moves the fleet's progress to a new generation and keeps the
+	// old one as the archive. Every host's leases of the old stream are
+	// lost ([LostStartedOver]: nothing more is committed under them), its
+	// session ends, and its next one initialises the new stream through
+	// the fleet's initialisation lock, as on a first run: LATEST is
+	// resolved once for the fleet on the new stream and is durable before
+	// any host reads it. No host reads the new stream with the old
+	// progress, and Run goes on. The fleet moves only forward: a host that
+	// sees a stream created no later than the one the fleet reads stops
+	// with a [*RunError] of class [ErrJournal] (op "StartOver") wrapping
+	// [ErrStreamMismatch], and nothing moves.
 	StreamRecreatedStartOver
 )
 

@@ -57,7 +57,9 @@ type PositionStore interface {
 	// archived progress is kept, never deleted. A Save of the old
 	// stream's progress that races with StartOver goes to the archive,
 	// not to the new stream. StartOver does nothing when id is the stored
-	// identity already.
+	// identity already. The store of a fleet coordinator moves the whole
+	// fleet to a new generation and then returns an error wrapping a
+	// [*StreamMismatchError]: see [Membership.Store].
 	StartOver(ctx context.Context, stream string, id StreamIdentity) error
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/kinesisload/dynamo"
 )
 
@@ -70,7 +71,8 @@ func inspectMain(ctx context.Context, stdout io.Writer, args []string) error {
 }
 
 // printTable prints a stream's items: the stream, then one row per shard
-// (owner, epoch, handoff, state, position, parents) and one per host.
+// (owner, epoch, handoff, state, position, parents) and one per host, and
+// a line per generation archived by a start-over of a re-created stream.
 func printTable(out *printer, info dynamo.StreamInfo) {
 	var b strings.Builder
 	init := "not yet"
@@ -81,7 +83,20 @@ func printTable(out *printer, info dynamo.StreamInfo) {
 	if info.InitLockOwner != "" {
 		fmt.Fprintf(&b, " (by %s)", info.InitLockOwner)
 	}
+	if info.Generation > 0 {
+		fmt.Fprintf(&b, "; generation %d", info.Generation)
+	}
 	b.WriteString("\n")
+	for _, a := range info.Archived {
+		completed := 0
+		for _, sh := range a.Shards {
+			if sh.Progress.State == kinesisload.StateCompleted {
+				completed++
+			}
+		}
+		fmt.Fprintf(&b, "   archived generation %d: stream created %s, replaced by the stream created %s: %d shards (%d completed)\n",
+			a.Gen, a.Identity.Created.UTC().Format("2006-01-02 15:04:05"), a.ReplacedBy.Created.UTC().Format("2006-01-02 15:04:05"), len(a.Shards), completed)
+	}
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "   SHARD\tOWNER\tEPOCH\tHANDOFF TO\tSTATE\tPOSITION\tPARENTS")
 	for _, id := range slices.Sorted(maps.Keys(info.Shards)) {

@@ -20,7 +20,8 @@
 // One table per application (Config.Table), shared by every host and
 // every stream the application loads. Its key is the partition key
 // "stream" (S, the stream name) and the sort key "item" (S), so one Query
-// reads a stream's whole state. With Config.CreateTable, a missing table
+// reads a stream's whole state (of one generation, see "Start-over").
+// With Config.CreateTable, a missing table
 // is created with on-demand (PAY_PER_REQUEST) billing and waited for until
 // ACTIVE; without it, a missing table is a [*TableError] wrapping
 // [ErrTableMissing] that names the table and dynamodb:CreateTable. The
@@ -37,7 +38,11 @@
 //     its commit ("committed", the token of the visible batch) and T0
 //     ("t0", RFC 3339: the start time LATEST is resolved at, saved by the
 //     first lock holder and kept by every later one).
-//   - "identity": the stream's ARN and creation time ("arn", "created").
+//   - "identity": the stream's ARN and creation time ("arn", "created"),
+//     the generation in force ("gen", absent for 0) and the generations
+//     archived by start-overs ("archived", JSON: each one's number, stream
+//     and the stream that replaced it). It is always in the partition of
+//     the stream's name.
 //   - "host#<host ID>", one per host: its heartbeat "counter" and "left".
 //     The item of a host that left, or whose counter stood still for 3
 //     lease durations, and that owns nothing, is deleted (on condition
@@ -112,13 +117,37 @@
 // granted only while every parent in the table is COMPLETED, whichever
 // host held it.
 //
+// Start-over. With [kinesisload.StreamRecreatedStartOver], the first host
+// that meets a stream re-created under the name moves the whole fleet to
+// a new generation of the stream's progress. Generation N's items (shard,
+// init and heartbeat items) have the partition key "<stream>#genN"
+// ('#' is in no stream name; generation 0 keeps the stream's name, as
+// before start-overs existed). The start-over is one conditional PutItem
+// of the identity item, from (the stored identity, N) to (the new
+// identity, N+1), appending N to "archived": of hosts starting over at
+// once, one wins and the others read the new generation and do nothing,
+// and a host that dies before or after that write leaves the fleet in one
+// generation or the other. A Coordinator's session belongs to the
+// generation it joined: its rounds read the identity item (part of
+// generation 0's Query; one GetItem more per round in a later
+// generation), and once it names a later generation the session is void:
+// every lease is lost ([kinesisload.LostStartedOver]) and Acquire,
+// Initialise and the store's Identity return an error wrapping a
+// [*kinesisload.StreamMismatchError], on which the Loader joins again.
+// The new generation's partition is empty: it is initialised through its
+// own init item exactly as a first run, so LATEST is resolved once for
+// the fleet on the new stream and is durable before any host reads it,
+// and no position of the old stream can reach it. A commit of the old
+// generation that races with the start-over lands in the old partition,
+// the archive, which is never deleted ([Coordinator.Inspect] shows it).
+// A start-over to a stream created no later than the one in force is
+// refused (a host with an older view of the stream cannot move the fleet
+// back).
+//
 // # Cost
 //
 // Coordination writes grow with hosts, not shards: one heartbeat per host
 // per RenewInterval, plus a write per lease move. Positions are written
 // per commit, or at most once per Config.CheckpointInterval per shard when
 // it is set: the bound on what a crash re-delivers (see there).
-//
-// Not supported yet: a fleet-wide start-over of a re-created stream
-// ([ErrStartOverUnsupported]); balance by throughput.
 package dynamo
