@@ -99,6 +99,14 @@ func TestFleetRecreatedStreamStartsOverFleetWide(t *testing.T) {
 		r.start(h)
 	}
 	r.waitAll(want)
+	// Every delivered batch committed: the progress the archive must keep.
+	deadline := time.Now().Add(30 * time.Second)
+	for !r.settled() {
+		if time.Now().After(deadline) {
+			t.Fatal("the positions of the delivered records were not committed within 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	oldID := r.identity()
 	before := r.fleet.Shards("orders")
 	r.recreate(3)
@@ -108,7 +116,7 @@ func TestFleetRecreatedStreamStartsOverFleetWide(t *testing.T) {
 
 	// Every host moved: each holds a shard of the new generation, and
 	// none stopped.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
 	for {
 		owners := map[string]bool{}
 		for _, s := range r.fleet.Shards("orders") {
@@ -160,6 +168,22 @@ func TestFleetRecreatedStreamStartsOverFleetWide(t *testing.T) {
 	}
 	// Exactly the fresh records after the re-creation, each once per
 	// unplanned move at most: none is missing (checked by waitAll).
+}
+
+// settled reports whether every shard's committed position is the last
+// record delivered from it.
+func (r *fleetRig) settled() bool {
+	last := map[string]string{}
+	for _, d := range r.sink.deliveries() {
+		last[d.shard] = d.seq
+	}
+	shards := r.fleet.Shards("orders")
+	for id, seq := range last {
+		if shards[id].Progress.Position.Sequence != seq {
+			return false
+		}
+	}
+	return true
 }
 
 // identity returns the rig's stream's identity as Kinesis tells it.

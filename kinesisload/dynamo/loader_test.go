@@ -65,6 +65,8 @@ type loaderRig struct {
 	n        int
 	// startAt is every host's StartPosition (default TRIM_HORIZON).
 	startAt scan.Position
+	// recreated is every host's OnStreamRecreated.
+	recreated kinesisload.StreamRecreated
 }
 
 func newLoaderRig(t *testing.T, shards int) *loaderRig {
@@ -94,7 +96,7 @@ func (r *loaderRig) start(host string) {
 		startAt = r.startAt
 	}
 	l, err := kinesisload.New(kinesisload.Config{Stream: "orders", Sink: r.sink.forHost(host), StartPosition: startAt,
-		IdleWait: 200 * time.Millisecond, ListShardsInterval: 300 * time.Millisecond},
+		IdleWait: 200 * time.Millisecond, ListShardsInterval: 300 * time.Millisecond, OnStreamRecreated: r.recreated},
 		kinesisload.WithClient(r.fake), kinesisload.WithCoordinator(c), kinesisload.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		r.t.Fatal(err)
