@@ -132,7 +132,10 @@
 // this host starts reading under, loses, or hands off is reported, with its
 // epoch and why ([AcquireReason], [LostReason], [HandoffReason]), to
 // [HookLeaseAcquired], [HookLeaseLost] and [HookLeaseHandedOff], and the
-// leases held are in [Stats].Leases.
+// leases held are in [Stats].Leases. In a fleet, a stream re-created under
+// its name with [StreamRecreatedStartOver] moves every host at once to a
+// new generation of the shared progress, initialised as a first run (see
+// [Membership.Store]).
 //
 // # The guarantee
 //

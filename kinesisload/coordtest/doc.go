@@ -3,7 +3,8 @@
 // ([kinesisload.Coordinator]), and the conformance suite every
 // Coordinator implementation can run ([Run]).
 //
-// [New] returns a [Fleet]: one in-memory table per stream holding an item
+// [New] returns a [Fleet]: one in-memory table per stream (per generation
+// of it, see below) holding an item
 // per shard (owner, fencing epoch, progress, pending initialisation
 // positions, handoff request), the initialisation item (lock and commit)
 // and a heartbeat item per host. Every write is a single-item conditional
@@ -40,6 +41,16 @@
 //     reserved for the requester.
 //   - Children: a shard is granted only while every parent in the table
 //     is COMPLETED.
+//   - Start-over of a re-created stream: the identity item holds the
+//     identity and the generation in force, and each generation has a
+//     table of its own. A host's StartOver is one conditional write of the
+//     identity item to the next generation; a session belongs to the
+//     generation it joined, and once a round reads a later one its leases
+//     are lost ([kinesisload.LostStartedOver]) and its Acquire, Initialise
+//     and Identity return an error wrapping a
+//     [*kinesisload.StreamMismatchError], so the Loader joins the new
+//     generation and initialises it as a first run. The old generations
+//     stay ([Fleet.Generations], [Fleet.ShardsOf]).
 //
 // Time moves only by [Fleet.Advance], which runs every live host's round
 // on that host's own goroutine and waits for it. The fault hooks
