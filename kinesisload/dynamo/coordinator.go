@@ -376,6 +376,9 @@ func (m *member) beat() {
 		delete(in.ExpressionAttributeValues, ":cur")
 	}
 	_, err := c.api.UpdateItem(ctx, in)
+	if classify(err) == classFatal {
+		m.fail("UpdateItem", err)
+	}
 	landed, adopt, gone := err == nil, uint64(0), false
 	if cl := classify(err); cl == classCondition || cl == classUnknown {
 		item, rerr := c.get(ctx, m.part, prefixHost+c.cfg.HostID)
@@ -532,6 +535,9 @@ func (m *member) balance() {
 	}
 	snap, err := c.query(m.ctx, m.part)
 	if err != nil {
+		if classify(err) == classFatal {
+			m.fail("Query", err)
+		}
 		return // transient; the next round tries again
 	}
 	// Has the fleet started over? Generation 0's Query read the identity
@@ -922,6 +928,19 @@ func (m *member) void(ii identityItem) error {
 	m.granted = nil
 	m.signal()
 	return m.over
+}
+
+// fail ends the session on an error a round met that no retry fixes (an
+// item that cannot be decoded, access denied, the table gone): Acquire
+// returns it as a [*TableError], and the Loader stops with it, instead of
+// a host that silently reads nothing. The first error stands.
+func (m *member) fail(op string, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.over == nil {
+		m.over = m.c.fatal(op, err)
+		m.signal()
+	}
 }
 
 // Wake implements [kinesisload.Membership].

@@ -57,6 +57,10 @@
 // items of departed hosts only) and dynamodb:Query; and
 // dynamodb:CreateTable only with Config.CreateTable. A refused call is a
 // [*TableError] wrapping [ErrAccessDenied] that names the permission.
+// Such an error, or an item that cannot be decoded ([ErrBadItem], naming
+// the shard and the attribute), met by a background round as well as by a
+// call of the Loader's, ends the host's session: the Loader's Run stops
+// with it rather than leaving a host that silently reads nothing.
 //
 // # The protocol
 //

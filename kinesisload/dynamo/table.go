@@ -102,6 +102,22 @@ const (
 	prefixHost   = "host#"
 )
 
+// ErrBadItem is wrapped by the error for an item of the table that cannot
+// be decoded (edited by hand, or written by an incompatible version), or a
+// value that cannot be encoded into one. No retry fixes it: the
+// Coordinator reports it (in a [*TableError]) instead of retrying, and the
+// Loader stops.
+var ErrBadItem = errors.New("dynamo: an item of the table cannot be decoded or encoded")
+
+// badItem marks err, a failure to decode or encode an item, with
+// [ErrBadItem]; nil stays nil.
+func badItem(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrBadItem, err)
+}
+
 // errorClass is how the Coordinator treats a DynamoDB error.
 type errorClass int
 
@@ -130,6 +146,9 @@ var fatalCodes = map[string]string{
 func classify(err error) errorClass {
 	if err == nil {
 		return classOK
+	}
+	if errors.Is(err, ErrBadItem) {
+		return classFatal
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
@@ -297,6 +316,11 @@ func (it *shardItem) folded(p kinesisload.ShardProgress, committed string) *shar
 }
 
 func (it *shardItem) attrs(stream string) (map[string]types.AttributeValue, error) {
+	m, err := it.encode(stream)
+	return m, badItem(err)
+}
+
+func (it *shardItem) encode(stream string) (map[string]types.AttributeValue, error) {
 	prog, err := json.Marshal(it.prog)
 	if err != nil {
 		return nil, fmt.Errorf("dynamo: stream %s: shard %s: encode progress: %w", stream, it.id, err)
@@ -332,13 +356,21 @@ func (it *shardItem) attrs(stream string) (map[string]types.AttributeValue, erro
 }
 
 func decodeShard(id string, m map[string]types.AttributeValue) (*shardItem, error) {
+	it, err := parseShard(id, m)
+	if err != nil {
+		return nil, badItem(err)
+	}
+	return it, nil
+}
+
+func parseShard(id string, m map[string]types.AttributeValue) (*shardItem, error) {
 	it := &shardItem{id: id, exists: true}
 	var err error
 	if it.ver, err = getN(m, "ver"); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("shard %s: %w", id, err)
 	}
 	if it.epoch, err = getN(m, "epoch"); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("shard %s: %w", id, err)
 	}
 	it.owner, it.handoff = getS(m, "owner"), getS(m, "handoff")
 	it.rate = getRate(m["rate"])
@@ -460,7 +492,7 @@ func (snap *snapshot) add(m map[string]types.AttributeValue) error {
 	case strings.HasPrefix(key, prefixHost):
 		counter, err := getN(m, "counter")
 		if err != nil {
-			return err
+			return badItem(fmt.Errorf("host %s: %w", strings.TrimPrefix(key, prefixHost), err))
 		}
 		hb := heart{counter: counter, left: getBool(m, "left")}
 		if rm, ok := m["rates"].(*types.AttributeValueMemberM); ok {
@@ -487,6 +519,14 @@ func (snap *snapshot) add(m map[string]types.AttributeValue) error {
 }
 
 func decodeInit(m map[string]types.AttributeValue) (initItem, error) {
+	ii, err := parseInit(m)
+	if err != nil {
+		return ii, badItem(fmt.Errorf("the initialisation item: %w", err))
+	}
+	return ii, nil
+}
+
+func parseInit(m map[string]types.AttributeValue) (initItem, error) {
 	ver, err := getN(m, "ver")
 	if err != nil {
 		return initItem{}, err
@@ -511,6 +551,11 @@ type identityItem struct {
 }
 
 func decodeIdentity(m map[string]types.AttributeValue) (identityItem, error) {
+	ii, err := parseIdentity(m)
+	return ii, badItem(err)
+}
+
+func parseIdentity(m map[string]types.AttributeValue) (identityItem, error) {
 	ii := identityItem{exists: true, id: kinesisload.StreamIdentity{ARN: getS(m, "arn")}}
 	if raw := getS(m, "created"); raw != "" {
 		t, err := time.Parse(time.RFC3339Nano, raw)
@@ -533,6 +578,11 @@ func decodeIdentity(m map[string]types.AttributeValue) (identityItem, error) {
 
 // attrs encodes the identity item of stream.
 func (ii identityItem) attrs(stream string) (map[string]types.AttributeValue, error) {
+	m, err := ii.encode(stream)
+	return m, badItem(err)
+}
+
+func (ii identityItem) encode(stream string) (map[string]types.AttributeValue, error) {
 	m := map[string]types.AttributeValue{
 		keyStream: s(stream), keyItem: s(itemIdentity),
 		"arn": s(ii.id.ARN), "created": s(ii.id.Created.UTC().Format(time.RFC3339Nano)),
