@@ -168,7 +168,8 @@ func (c *consumer) deliver(ctx context.Context, p page, fetched time.Time) error
 }
 
 // deliverRetrying hands b to the Sink, retrying a refusal with backoff up
-// to Config.SinkRetries times, and returns how many calls it took.
+// to Config.SinkRetries times, and returns how many calls it took. A
+// refusal that wraps [ErrLeaseLost] is not retried: see [sinkFenced].
 func (s *session) deliverRetrying(ctx context.Context, b Batch) (attempts int, err error) {
 	l := s.l
 	policy := backoff.Policy{Base: l.cfg.SinkBackoff, Max: l.cfg.SinkMaxBackoff, Jitter: backoff.EqualJitter}
@@ -183,6 +184,11 @@ func (s *session) deliverRetrying(ctx context.Context, b Batch) (attempts int, e
 		l.deliveries.release(slot)
 		if err == nil {
 			return attempts, nil
+		}
+		if errors.Is(err, ErrLeaseLost) {
+			// The Sink holds the shard under a newer epoch: no retry
+			// can succeed (see fence.go).
+			return attempts, sinkFenced(b, err)
 		}
 		if ctx.Err() != nil {
 			return attempts, ctx.Err()

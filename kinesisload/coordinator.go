@@ -362,9 +362,11 @@ func leaseContexts(gctx, hctx context.Context, ls Lease) (graceful, hard context
 }
 
 // isLost reports whether the lease of a shard's loop is lost: its Lost
-// channel is closed, or err says so.
+// channel is closed, or err says so. A [*RunError] is a failure that stops
+// Run even when its cause wraps ErrLeaseLost (a Sink's refusal of a batch
+// delivered without a fleet's lease).
 func isLost(ls Lease, err error) bool {
-	if errors.Is(err, ErrLeaseLost) {
+	if _, fatal := errors.AsType[*RunError](err); !fatal && errors.Is(err, ErrLeaseLost) {
 		return true
 	}
 	select {

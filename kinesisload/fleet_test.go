@@ -71,6 +71,9 @@ type fleetRig struct {
 	hooks map[string]kinesisload.Hook
 	// configure, when set, changes every host's Config.
 	configure func(*kinesisload.Config)
+	// hostConfig, when set, changes each host's Config after configure
+	// (such as its Sink).
+	hostConfig func(host string, c *kinesisload.Config)
 	// coords, when set for a host, is its Coordinator (default: the
 	// fleet's host).
 	coords map[string]kinesisload.Coordinator
@@ -124,6 +127,9 @@ func (r *fleetRig) start(host string) {
 	}
 	if r.configure != nil {
 		r.configure(&cfg)
+	}
+	if r.hostConfig != nil {
+		r.hostConfig(host, &cfg)
 	}
 	l, err := kinesisload.New(cfg, opts...)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tidemark/tidemark/scan"
 )
 
 // This file holds why a lease came, went or was given up, and what the
@@ -76,9 +78,16 @@ const (
 	// under the name ([StreamRecreatedStartOver]): the lease belongs to
 	// the old stream's generation of the shared progress, which is void.
 	LostStartedOver
+	// LostSinkFenced: the [TransactionalSink] refused a batch with an
+	// error wrapping [ErrLeaseLost]: it stored the shard under a newer
+	// epoch than the batch's (another host took the shard while this one
+	// was delivering), and stored nothing of the batch. The Loader, not
+	// the coordinator, reports it: the coordinator may not have seen the
+	// loss yet.
+	LostSinkFenced
 )
 
-var lostNames = [...]string{"unknown", "commit_refused", "self_fenced", "expired", "released", "started_over"}
+var lostNames = [...]string{"unknown", "commit_refused", "self_fenced", "expired", "released", "started_over", "sink_fenced"}
 
 func (r LostReason) String() string { return reasonName(lostNames[:], uint8(r), "LostReason") }
 
@@ -124,11 +133,11 @@ func reasonName(names []string, r uint8, typ string) string {
 	return names[r]
 }
 
-// leaseAcquired records that this host starts reading a shard under ls.
-func (s *session) leaseAcquired(ls Lease) time.Time {
+// leaseAcquired records that this host starts reading a shard under ls,
+// from pos (where the fleet left it, or the Sink if further).
+func (s *session) leaseAcquired(ls Lease, pos scan.Position) time.Time {
 	now := time.Now()
 	id := ls.Shard()
-	pos := ls.Progress().Position
 	if pos.Kind == 0 {
 		pos = s.l.stats.position(id)
 	}
@@ -159,7 +168,7 @@ func (s *session) leaseLost(ls Lease, err error, since time.Time) {
 	}
 	s.l.log.Warn("lease lost: stopped reading the shard", "shard", e.ShardID, "epoch", e.Epoch, "reason", e.Reason, "err", e.Err)
 	s.l.hooks.onLeaseLost(e)
-	s.l.stats.leaseEnded(e.ShardID, endLost)
+	s.l.stats.leaseLost(e.ShardID, e.Reason)
 }
 
 // leaseReleased records that ls was released after its shard's loop

@@ -413,6 +413,7 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 			}
 			return
 		}
+		sinkAt := s.sinkCheckpoints(gctx, leases)
 		for _, ls := range leases {
 			id := ls.Shard()
 			if running[id] || t.nodes[id] == nil {
@@ -420,13 +421,16 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 				continue
 			}
 			t.apply([]ShardProgress{ls.Progress()}) // where the fleet left it
+			if pos, ok := sinkAt[id]; ok {
+				t.apply([]ShardProgress{{ShardID: id, Position: pos}}) // or the Sink, if further
+			}
 			if t.nodes[id].State == StateCompleted {
 				s.release(hctx, ls)
 				continue
 			}
 			running[id] = true
 			c := &consumer{s: s, lease: ls, shard: id, from: t.nodes[id].Position, draining: t.nodes[id].State == StateDraining, hint: hint, keys: t.nodes[id].keys}
-			since := s.leaseAcquired(ls)
+			since := s.leaseAcquired(ls, c.from)
 			go func() {
 				lg, lh, unwatch := leaseContexts(gctx, hctx, ls)
 				completed, err := c.run(lg, lh)
@@ -435,6 +439,9 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 				switch {
 				case lost:
 					s.leaseLost(ls, err, since)
+					if isSinkFenced(err) {
+						s.releaseFenced(hctx, ls)
+					}
 				case s.release(hctx, ls):
 					s.leaseReleased(gctx, ls, completed, since)
 				default:

@@ -1,6 +1,7 @@
 package kinesisload
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -42,6 +43,10 @@ type Stats struct {
 	// lost, and handed off on a planned move: the events of
 	// [HookLeaseAcquired], [HookLeaseLost] and [HookLeaseHandedOff].
 	LeasesAcquired, LeasesLost, LeasesHandedOff int
+	// LeasesLostBy counts LeasesLost by reason (such as [LostSinkFenced]:
+	// a TransactionalSink refused a batch of this host's that another
+	// host had overtaken); nil until a lease is lost.
+	LeasesLostBy map[LostReason]int
 }
 
 // LeaseStats is one lease this host holds, in [Stats].
@@ -98,16 +103,18 @@ type statsTracker struct {
 	lastErrAt   time.Time
 	shards      map[string]*ShardStats
 	leases      map[string]LeaseStats
-	// acquired, lost and handedOff count lease events.
+	// acquired, lost and handedOff count lease events; lostBy counts
+	// lost by reason.
 	acquired, lost, handedOff int
+	lostBy                    map[LostReason]int
 }
 
-// leaseEnd is how a lease ended, for the counts of [Stats].
+// leaseEnd is how a lease ended, for the counts of [Stats] (a lost
+// lease: see leaseLost).
 type leaseEnd uint8
 
 const (
 	endUncounted leaseEnd = iota // its shard ended, or left to expire: not counted
-	endLost
 	endHandedOff
 )
 
@@ -152,12 +159,21 @@ func (t *statsTracker) leaseEnded(shard string, how leaseEnd) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.leases, shard)
-	switch how {
-	case endLost:
-		t.lost++
-	case endHandedOff:
+	if how == endHandedOff {
 		t.handedOff++
 	}
+}
+
+// leaseLost records that the lease of shard was lost, and why.
+func (t *statsTracker) leaseLost(shard string, why LostReason) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.leases, shard)
+	t.lost++
+	if t.lostBy == nil {
+		t.lostBy = map[LostReason]int{}
+	}
+	t.lostBy[why]++
 }
 
 // position returns shard's committed position as last saved.
@@ -230,5 +246,8 @@ func (t *statsTracker) snapshot() Stats {
 	}
 	slices.SortFunc(s.Leases, func(a, b LeaseStats) int { return strings.Compare(a.ShardID, b.ShardID) })
 	s.LeasesAcquired, s.LeasesLost, s.LeasesHandedOff = t.acquired, t.lost, t.handedOff
+	if t.lostBy != nil {
+		s.LeasesLostBy = maps.Clone(t.lostBy)
+	}
 	return s
 }

@@ -1,0 +1,45 @@
+package kinesisload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tidemark/tidemark/journal"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// Without a fleet a Sink that refuses a batch with ErrLeaseLost refuses
+// what no newer owner can have written (the batch carries epoch 0): Run
+// stops at once with a *RunError of class ErrSink naming the shard, not
+// retried (even with SinkRetriesForever) and not taken for a lost lease
+// that would stop the shard while Run goes on.
+func TestSinkLeaseLostWithoutFleetStopsRun(t *testing.T) {
+	s := newFakeStream(t, 1)
+	s.put(shard0, "R1")
+	s.settle()
+	var calls atomic.Int32
+	rec := newRecorder()
+	rec.fail = func(b Batch) error {
+		calls.Add(1)
+		return fmt.Errorf("stored at epoch 3, the batch is at %d: %w", b.Epoch, ErrLeaseLost)
+	}
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon(), SinkRetries: SinkRetriesForever},
+		WithClient(s.f), WithStore(memStore(t, journal.NewMemory())))
+	err := r.wait(t)
+	re, ok := errors.AsType[*RunError](err)
+	if !ok || !errors.Is(err, ErrSink) || re.Shard != shard0 || re.Op != "Deliver" {
+		t.Fatalf("Run = %v, want a *RunError of class ErrSink naming Deliver and %s", err, shard0)
+	}
+	if !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Run = %v: the sink's refusal is not its cause", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the sink was called %d times, want once: a refusal as lost lease is not retried", n)
+	}
+	if st := r.l.Stats(); st.LeasesLost != 0 {
+		t.Errorf("Stats.LeasesLost = %d, want 0: without a fleet no lease is lost", st.LeasesLost)
+	}
+}
