@@ -209,8 +209,12 @@ type Lease interface {
 	// Release gives the lease up: the shard is free for another host at
 	// once. The Loader calls it after the shard's loop returned without
 	// losing the lease (a handoff, the shard completed, the session
-	// stopped). Releasing a lost or released lease does nothing and
-	// returns nil. An error leaves the lease to expire.
+	// stopped), and after a [TransactionalSink] refused a batch of the
+	// lease as from a lost lease ([LostSinkFenced]), which the
+	// coordinator may not know of yet: like every write of the lease, it
+	// is conditional on the lease's owner and epoch, so it then changes
+	// nothing another host owns. Releasing a lost or released lease does
+	// nothing and returns nil. An error leaves the lease to expire.
 	Release(ctx context.Context) error
 }
 

@@ -120,8 +120,9 @@
 // before its commit). It then offers the shards ready in its view to
 // [Membership.Acquire] and reads only those whose [Lease] it is granted;
 // every position is committed by [Lease.Commit] under the lease's fencing
-// epoch. A lost lease ([Lease.Lost], or a commit refused with
-// [ErrLeaseLost]) stops the shard at once and commits nothing more; a
+// epoch. A lost lease ([Lease.Lost], a commit refused with
+// [ErrLeaseLost], or a batch a [TransactionalSink] refused with it) stops
+// the shard at once and commits nothing more; a
 // handoff ([Lease.Handoff]) stops it after the batch in flight is
 // committed, then releases it, so a planned move delivers nothing twice.
 // The default, [NewStoreCoordinator], is the single process over the
@@ -152,6 +153,23 @@
 // lost journal makes the next Run a first run (LATEST is resolved again,
 // later). A [TransactionalSink] holds every position itself, starts
 // included, so its journal may be lost.
+//
+// In a fleet ([WithCoordinator]) the guarantee is the same fleet-wide:
+// duplicates come only from batches in flight (or commits not yet written)
+// when a lease moved unplanned, and with a [TransactionalSink] delivery is
+// exactly once even while a host that lost a shard's lease (paused past
+// it, cut off from the coordinator) is still delivering, because the
+// Sink's transaction is the last fence. It must store each shard's
+// checkpoint and [Batch.Epoch] with the records, lock the shard's row, and
+// check in this order: (a) a checkpoint not further than the stored one is
+// stored already: return nil; (b) an epoch below the stored one is a host
+// that lost the lease: store nothing and return an error wrapping
+// [ErrLeaseLost] (the Loader stops that shard as a lost lease of reason
+// [LostSinkFenced] without retrying, and Run goes on); (c) an epoch above
+// it is a new owner whose first batch may overlap what the Sink holds:
+// store only the records after the stored checkpoint; (d) at the same
+// epoch the batch follows the stored checkpoint. See [TransactionalSink]
+// for the details.
 //
 // It holds across a [journal.Repair] too. A repair that removed records
 // may have removed a shard's resolved start; such a shard is never given a

@@ -263,9 +263,11 @@ type LeaseAcquired struct {
 
 // HookLeaseLost is called when a shard stopped on this host because its
 // lease was lost (see [LostReason]): the delivery in flight was cancelled
-// and nothing more of the shard is committed here; the host that holds the
+// (or, for [LostSinkFenced], refused by the [TransactionalSink]) and
+// nothing more of the shard is committed here; the host that holds the
 // lease now resumes from the last commit, so the uncommitted batch may be
-// delivered twice. Only a fleet coordinator loses leases.
+// delivered twice (a TransactionalSink stores it once). Only in a fleet
+// are leases lost.
 type HookLeaseLost interface {
 	OnLeaseLost(LeaseLost)
 }

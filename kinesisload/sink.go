@@ -92,7 +92,8 @@ type Batch struct {
 // An error makes the Loader retry the same batch with capped backoff
 // (Config.SinkRetries, SinkBackoff, SinkMaxBackoff); when the retries are
 // exhausted the Loader stops with a [*RunError] of class [ErrSink] naming the
-// shard, and commits nothing after the last accepted batch. Deliver must honour ctx: it is cancelled when the Loader is stopped
+// shard, and commits nothing after the last accepted batch. An error that
+// wraps [ErrLeaseLost] is not retried: see [TransactionalSink]. Deliver must honour ctx: it is cancelled when the Loader is stopped
 // hard.
 //
 // A plain Sink keeps no positions: the journal (Config.Dir, or the
@@ -114,10 +115,13 @@ func (f SinkFunc) Deliver(ctx context.Context, b Batch) error { return f(ctx, b)
 
 // TransactionalSink is a [Sink] that stores each batch's Checkpoint in the
 // same transaction as its records, and can load the checkpoints back. With
-// one, delivery is exactly once: on start the Loader loads the Sink's
+// one, delivery is exactly once, in a fleet ([WithCoordinator]) too, even
+// while a host that lost a shard's lease is still delivering, when Deliver
+// keeps the contract below: on start the Loader loads the Sink's
 // checkpoints and, for every shard, resumes from the furthest of the Sink's
-// and its own journal's, never moving back. A shard whose checkpoint is
-// SHARD_END is complete.
+// and its own journal's (in a fleet: also when it is granted a shard's
+// lease, from the furthest of the lease's progress and the Sink's), never
+// moving back. A shard whose checkpoint is SHARD_END is complete.
 //
 // A TransactionalSink also receives batches with no records, so that it
 // holds the whole truth without the journal:
@@ -135,11 +139,39 @@ func (f SinkFunc) Deliver(ctx context.Context, b Batch) error { return f(ctx, b)
 //   - the batch that ends a closed shard when it holds no records, so
 //     that SHARD_END is stored.
 //
-// Deliver must be idempotent for a batch whose checkpoint it already stored:
-// when a call fails with an unknown outcome (the answer to a COMMIT was lost,
-// or ctx ended during it), the Loader delivers the same batch again. Check
-// the stored checkpoint in the transaction and do nothing when it already
-// equals b.Checkpoint.
+// The contract of Deliver. Per shard, store the checkpoint and the
+// epoch ([Batch.Epoch]) in the same transaction as the records. In
+// Deliver, lock the shard's row (SELECT ... FOR UPDATE) and check, in this
+// order:
+//
+//	(a) b.Checkpoint is not further than the stored checkpoint: the batch
+//	    is stored already; do nothing and return nil. It is a re-delivery
+//	    after an unknown outcome (the answer to a COMMIT was lost, or ctx
+//	    ended during it: the Loader delivers the same batch again), or a
+//	    start batch for a shard that has a checkpoint.
+//	(b) b.Epoch is less than the stored epoch: the sender lost the shard's
+//	    lease to a newer owner (a host paused past its lease that woke up
+//	    mid-Deliver). Store nothing and return an error that wraps
+//	    kinesisload.ErrLeaseLost. The Loader does not retry it: it stops
+//	    that shard at once as a lost lease of reason LostSinkFenced,
+//	    commits nothing more of it, and Run goes on.
+//	(c) b.Epoch is greater than the stored epoch: a new owner, whose first
+//	    batch may overlap what the previous owner stored (the fleet's
+//	    progress may lag the Sink: a coalesced commit, or a host that
+//	    stored a batch after the new owner had started). Store only the
+//	    records after the stored checkpoint (record r is after checkpoint
+//	    c when scan.Compare(scan.AfterSequence(r.SequenceNumber), c) > 0; a
+//	    checkpoint is always after a whole Kinesis record, so sub-sequence
+//	    numbers need no comparison), then the checkpoint and the epoch.
+//	(d) the same epoch: the batch must start right after the stored
+//	    checkpoint; an overlap is a bug: return an error.
+//
+// See [ErrLeaseLost] and [LostSinkFenced]; examples/postgres keeps this
+// contract on PostgreSQL. Order positions as [PositionStore.Save] documents ([scan.Compare]: a
+// start before any record position, SHARD_END last). Without a fleet
+// every epoch is 0, stored or delivered, and the checks reduce to (a) and
+// storing the batch: an error wrapping ErrLeaseLost then cannot be right,
+// and stops Run with a [*RunError] of class [ErrSink] naming the shard.
 //
 // Because a shard's position never moves back, restoring the Sink's store
 // from an older backup does not make the Loader deliver again what the

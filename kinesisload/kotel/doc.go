@@ -107,8 +107,10 @@
 //   - tidemark.leases.acquired, tidemark.leases.lost and
 //     tidemark.leases.handed_off count this host's lease events by reason:
 //     acquired as initial, unowned, expired (an unplanned move), handoff
-//     or reclaimed; lost as commit_refused, self_fenced or expired (each
-//     may re-deliver the batch that was in flight); handed off as
+//     or reclaimed; lost as commit_refused, self_fenced, expired (each
+//     may re-deliver the batch that was in flight) or sink_fenced (a
+//     TransactionalSink refused a batch that another host had overtaken);
+//     handed off as
 //     rebalance, close, pause or stop (planned: nothing delivered twice,
 //     except after a hard stop). With the default coordinator (one
 //     process) every shard is acquired as initial at each start and handed

@@ -1,0 +1,120 @@
+package kinesisload_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// shardRow is what a database holds per shard, written in the same
+// transaction as the records.
+type shardRow struct {
+	checkpoint scan.Position
+	epoch      uint64
+	records    []string
+}
+
+// fencedSink is a TransactionalSink that a fleet of Loaders can share: an
+// in-memory stand-in for a database whose transaction checks the shard's
+// stored checkpoint and epoch before it stores anything.
+type fencedSink struct {
+	mu   sync.Mutex // the shard row's lock: SELECT ... FOR UPDATE
+	rows map[string]*shardRow
+}
+
+func (s *fencedSink) Deliver(ctx context.Context, b kinesisload.Batch) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	row := s.rows[b.ShardID]
+	if row == nil {
+		row = &shardRow{}
+		s.rows[b.ShardID] = row
+	}
+	if row.checkpoint.Kind != 0 {
+		c, err := scan.Compare(b.Checkpoint, row.checkpoint)
+		if err != nil {
+			return err
+		}
+		if c <= 0 {
+			return nil // (a) stored already
+		}
+	}
+	if b.Epoch < row.epoch { // (b) the sender lost the lease
+		return fmt.Errorf("shard %s is held at epoch %d, not %d: %w", b.ShardID, row.epoch, b.Epoch, kinesisload.ErrLeaseLost)
+	}
+	var keep []string
+	for _, r := range b.Records {
+		if row.checkpoint.Kind != 0 {
+			c, err := scan.Compare(scan.AfterSequence(r.SequenceNumber), row.checkpoint)
+			if err != nil {
+				return err
+			}
+			if c <= 0 {
+				if b.Epoch == row.epoch {
+					return fmt.Errorf("shard %s: record %s overlaps checkpoint %v at epoch %d", b.ShardID, r.SequenceNumber, row.checkpoint, b.Epoch) // (d)
+				}
+				continue // (c) a new owner's overlap: stored already
+			}
+		}
+		keep = append(keep, string(r.Data))
+	}
+	row.records = append(row.records, keep...)
+	row.checkpoint, row.epoch = b.Checkpoint, b.Epoch
+	return nil
+}
+
+func (s *fencedSink) Checkpoints(ctx context.Context, stream string) (map[string]scan.Position, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]scan.Position, len(s.rows))
+	for id, row := range s.rows {
+		out[id] = row.checkpoint
+	}
+	return out, nil
+}
+
+// The checks a TransactionalSink shared by a fleet makes, on the batches a
+// zombie host and the shard's new owner deliver. Host a holds the shard at
+// epoch 1 and stores records 1 and 2; it is paused past its lease, and host
+// b takes the shard at epoch 2 from the fleet's table, which still says
+// "from the start": b's first batch overlaps what the Sink holds. Then a
+// wakes up and delivers record 3 and 4 under its lost lease.
+func ExampleTransactionalSink_fleet() {
+	ctx := context.Background()
+	sink := &fencedSink{rows: map[string]*shardRow{}}
+	rec := func(seq string) kinesisload.Record {
+		return kinesisload.Record{SequenceNumber: seq, Data: []byte("r" + seq)}
+	}
+	batch := func(epoch uint64, seqs ...string) kinesisload.Batch {
+		b := kinesisload.Batch{Stream: "orders", ShardID: "shardId-000000000000", Epoch: epoch,
+			Checkpoint: scan.AfterSequence(seqs[len(seqs)-1])}
+		for _, s := range seqs {
+			b.Records = append(b.Records, rec(s))
+		}
+		return b
+	}
+	start := kinesisload.Batch{Stream: "orders", ShardID: "shardId-000000000000", Checkpoint: scan.TrimHorizon()}
+	show := func(who string, err error) {
+		fmt.Printf("%-34s err=%v lease lost=%v\n", who, err != nil, errors.Is(err, kinesisload.ErrLeaseLost))
+	}
+	show("start batch (epoch 0)", sink.Deliver(ctx, start))
+	show("a: 1..2 at epoch 1", sink.Deliver(ctx, batch(1, "1", "2")))
+	show("b: 1..3 at epoch 2 (overlap)", sink.Deliver(ctx, batch(2, "1", "2", "3")))
+	show("a: 3..4 at epoch 1 (zombie)", sink.Deliver(ctx, batch(1, "3", "4")))
+	show("b: 1..3 again (lost COMMIT answer)", sink.Deliver(ctx, batch(2, "1", "2", "3")))
+	show("b: 4 at epoch 2", sink.Deliver(ctx, batch(2, "4")))
+	row := sink.rows["shardId-000000000000"]
+	fmt.Println(row.records, row.checkpoint, "epoch", row.epoch)
+	// Output:
+	// start batch (epoch 0)              err=false lease lost=false
+	// a: 1..2 at epoch 1                 err=false lease lost=false
+	// b: 1..3 at epoch 2 (overlap)       err=false lease lost=false
+	// a: 3..4 at epoch 1 (zombie)        err=true lease lost=true
+	// b: 1..3 again (lost COMMIT answer) err=false lease lost=false
+	// b: 4 at epoch 2                    err=false lease lost=false
+	// [r1 r2 r3 r4] AFTER_SEQUENCE_NUMBER:4 epoch 2
+}
