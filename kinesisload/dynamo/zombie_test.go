@@ -1,0 +1,350 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/tidemark/tidemark/internal/emulator"
+	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/kinesisload/kinesistest"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// txRow is what txSink holds for one shard, written in one transaction
+// with the records.
+type txRow struct {
+	checkpoint scan.Position
+	epoch      uint64
+}
+
+// txSink is an in-memory kinesisload.TransactionalSink shared by the
+// hosts of a fleet, keeping the contract of TransactionalSink: under the
+// shard's lock, (a) an already stored checkpoint is a no-op, (b) an older
+// epoch is refused with ErrLeaseLost, (c) a newer epoch stores only the
+// records after the stored checkpoint, (d) the same epoch must not
+// overlap.
+type txSink struct {
+	mu      sync.Mutex
+	rows    map[string]*txRow
+	stored  []string // data, in the order stored
+	refused int      // batches refused with ErrLeaseLost
+	// before is called by Deliver before its transaction (it may block).
+	before func(host string, b kinesisload.Batch)
+	// committed is called after a transaction that stored records.
+	committed func(host string, b kinesisload.Batch)
+}
+
+type txHost struct {
+	s    *txSink
+	host string
+}
+
+var _ kinesisload.TransactionalSink = txHost{}
+
+func (h txHost) Deliver(ctx context.Context, b kinesisload.Batch) error {
+	h.s.mu.Lock()
+	before, committed := h.s.before, h.s.committed
+	h.s.mu.Unlock()
+	if before != nil {
+		before(h.host, b)
+	}
+	n, err := h.s.transact(b)
+	if err == nil && n > 0 && committed != nil {
+		committed(h.host, b)
+	}
+	return err
+}
+
+func (h txHost) Checkpoints(ctx context.Context, stream string) (map[string]scan.Position, error) {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	out := map[string]scan.Position{}
+	for id, r := range h.s.rows {
+		out[id] = r.checkpoint
+	}
+	return out, nil
+}
+
+func (s *txSink) transact(b kinesisload.Batch) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	row := s.rows[b.ShardID]
+	if row == nil {
+		row = &txRow{}
+	}
+	if row.checkpoint.Kind != 0 {
+		c, err := scan.Compare(b.Checkpoint, row.checkpoint)
+		if err != nil {
+			return 0, err
+		}
+		if c <= 0 {
+			return 0, nil // (a)
+		}
+	}
+	if b.Epoch < row.epoch { // (b)
+		s.refused++
+		return 0, fmt.Errorf("txsink: shard %s is stored at epoch %d, the batch is at %d: %w", b.ShardID, row.epoch, b.Epoch, kinesisload.ErrLeaseLost)
+	}
+	var keep []string
+	for _, r := range b.Records {
+		if row.checkpoint.Kind != 0 {
+			c, err := scan.Compare(scan.AfterSequence(r.SequenceNumber), row.checkpoint)
+			if err != nil {
+				return 0, err
+			}
+			if c <= 0 {
+				if b.Epoch == row.epoch { // (d)
+					return 0, fmt.Errorf("txsink: shard %s: record %s overlaps %v at epoch %d", b.ShardID, r.SequenceNumber, row.checkpoint, b.Epoch)
+				}
+				continue // (c)
+			}
+		}
+		keep = append(keep, string(r.Data))
+	}
+	s.stored = append(s.stored, keep...)
+	row.checkpoint, row.epoch = b.Checkpoint, b.Epoch
+	s.rows[b.ShardID] = row
+	return len(keep), nil
+}
+
+func (s *txSink) row(shard string) txRow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.rows[shard]; r != nil {
+		return *r
+	}
+	return txRow{}
+}
+
+func (s *txSink) waitStored(t *testing.T, want []string) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		s.mu.Lock()
+		got := map[string]bool{}
+		for _, d := range s.stored {
+			got[d] = true
+		}
+		s.mu.Unlock()
+		missing := 0
+		for _, w := range want {
+			if !got[w] {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d records never stored", missing, len(want))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// zombieLost records host a's lost leases.
+type zombieLost struct{ ch chan kinesisload.LeaseLost }
+
+func (z zombieLost) OnLeaseLost(e kinesisload.LeaseLost) {
+	select {
+	case z.ch <- e:
+	default:
+	}
+}
+
+// The zombie on DynamoDB (dynalite): host a's Deliver of a batch stalls
+// before its transaction and a's DynamoDB calls hang (paused), so its
+// lease expires; host b takes the shard under a newer epoch and stores
+// part of the same records. When a's transaction runs, the Sink refuses it
+// with ErrLeaseLost: a stops that shard as a lost lease of reason
+// LostSinkFenced, its Run goes on, and every record is stored exactly
+// once.
+func TestLoadersZombieDeliveryFencedBySink(t *testing.T) {
+	e := emulator.Start(t, emulator.Dynalite)
+	fake := kinesistest.New(kinesistest.WithoutLimits())
+	kinesistest.NewStream(t, fake, "orders", 1)
+	table := fmt.Sprintf("tidemark-zombie-%d", tableSeq.Add(1))
+	sink := &txSink{rows: map[string]*txRow{}}
+	const shard = "shardId-000000000000"
+	n := 0
+	put := func(k int) []string {
+		t.Helper()
+		in := &kinesis.PutRecordsInput{StreamName: aws.String("orders")}
+		var out []string
+		for range k {
+			n++
+			data := fmt.Sprintf("r%05d", n)
+			in.Records = append(in.Records, types.PutRecordsRequestEntry{PartitionKey: aws.String(data), Data: []byte(data)})
+			out = append(out, data)
+		}
+		if _, err := fake.PutRecords(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	type host struct {
+		f    *faults
+		c    *Coordinator
+		l    *kinesisload.Loader
+		stop context.CancelFunc
+		done chan error
+	}
+	hosts := map[string]*host{}
+	lost := zombieLost{ch: make(chan kinesisload.LeaseLost, 4)}
+	start := func(id string, perCall int32, hooks ...kinesisload.Hook) {
+		t.Helper()
+		f := newFaults()
+		c, err := New(newClient(e.Endpoint, f), Config{Table: table, CreateTable: true, HostID: id, LeaseDuration: 3 * time.Second, CallTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := kinesisload.New(kinesisload.Config{Stream: "orders", Sink: txHost{s: sink, host: id}, StartPosition: scan.TrimHorizon(),
+			IdleWait: 200 * time.Millisecond, ListShardsInterval: 300 * time.Millisecond, RecordsPerCall: perCall,
+			SinkRetries: 3, SinkBackoff: time.Millisecond, SinkMaxBackoff: time.Millisecond},
+			kinesisload.WithClient(fake), kinesisload.WithCoordinator(c), kinesisload.WithHooks(hooks...), kinesisload.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		h := &host{f: f, c: c, l: l, stop: cancel, done: make(chan error, 1)}
+		go func() { h.done <- l.Run(ctx) }()
+		hosts[id] = h
+	}
+	gate, bGate := make(chan struct{}), make(chan struct{})
+	var gateOnce, bGateOnce sync.Once
+	t.Cleanup(func() {
+		if h := hosts["a"]; h != nil {
+			h.f.set(func(f *faults) { f.paused = false })
+		}
+		gateOnce.Do(func() { close(gate) })
+		bGateOnce.Do(func() { close(bGate) })
+		for id, h := range hosts {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := h.l.Close(ctx); err != nil {
+				t.Errorf("host %s: Close: %v", id, err)
+			}
+			cancel()
+			if err := <-h.done; !errors.Is(err, kinesisload.ErrClosed) && !errors.Is(err, context.Canceled) {
+				t.Errorf("host %s: Run = %v", id, err)
+			}
+			h.stop()
+		}
+	})
+
+	start("a", 0, lost)
+	first := put(10)
+	sink.waitStored(t, first)
+	// a's commit of what it stored has landed: the table is not behind.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		info, err := hosts["a"].c.Inspect(context.Background(), "orders")
+		if err == nil && info.Shards[shard].Progress.Position.Equal(sink.row(shard).checkpoint) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a's commit never landed: %v, %v", info.Shards[shard], err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	stalled := make(chan kinesisload.Batch, 1)
+	sink.mu.Lock()
+	sink.before = func(id string, b kinesisload.Batch) {
+		if id != "a" || len(b.Records) == 0 {
+			return
+		}
+		select {
+		case stalled <- b:
+			<-gate // a zombie does not notice that its lease is gone
+		default:
+		}
+	}
+	sink.mu.Unlock()
+	second := put(10)
+	var zombie kinesisload.Batch
+	select {
+	case zombie = <-stalled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("host a never delivered the second batch")
+	}
+	if len(zombie.Records) != len(second) {
+		t.Fatalf("a's stalled batch holds %d records, want the %d put at once", len(zombie.Records), len(second))
+	}
+	hosts["a"].f.set(func(f *faults) { f.paused = true }) // no more heartbeats
+
+	bStored := make(chan struct{})
+	var once sync.Once
+	sink.mu.Lock()
+	sink.committed = func(id string, b kinesisload.Batch) {
+		if id == "b" {
+			once.Do(func() {
+				close(bStored)
+				<-bGate // b stops after its first batch until a's refusal
+			})
+		}
+	}
+	sink.mu.Unlock()
+	start("b", 1) // one record per batch: b's first batch ends before a's stalled one
+	select {
+	case <-bStored:
+	case <-time.After(60 * time.Second):
+		t.Fatal("host b never stored a batch")
+	}
+	if row := sink.row(shard); row.epoch <= zombie.Epoch {
+		t.Fatalf("b stored the shard at epoch %d, not above a's %d", row.epoch, zombie.Epoch)
+	}
+	gateOnce.Do(func() { close(gate) }) // a's transaction runs now
+
+	select {
+	case e := <-lost.ch:
+		if e.ShardID != shard || e.Epoch != zombie.Epoch || e.Reason != kinesisload.LostSinkFenced {
+			t.Errorf("OnLeaseLost(%s, epoch %d, %v), want (%s, epoch %d, %v)", e.ShardID, e.Epoch, e.Reason, shard, zombie.Epoch, kinesisload.LostSinkFenced)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("host a never reported its lease lost after the sink refused its batch")
+	}
+	sink.mu.Lock()
+	refused := sink.refused
+	sink.mu.Unlock()
+	if refused != 1 {
+		t.Errorf("the sink refused %d batches of a's, want its stalled batch once: a refusal as lost lease is not retried", refused)
+	}
+	if st := hosts["a"].l.Stats(); st.LeasesLostBy[kinesisload.LostSinkFenced] != 1 {
+		t.Errorf("a's Stats.LeasesLostBy = %v, want 1 of %v", st.LeasesLostBy, kinesisload.LostSinkFenced)
+	}
+	select {
+	case err := <-hosts["a"].done:
+		t.Fatalf("host a's Run returned %v after the sink fenced one shard", err)
+	default:
+	}
+
+	hosts["a"].f.set(func(f *faults) { f.paused = false })
+	bGateOnce.Do(func() { close(bGate) })
+	third := put(10)
+	all := append(append(first, second...), third...)
+	sink.waitStored(t, all)
+	select {
+	case err := <-hosts["a"].done:
+		t.Fatalf("host a's Run returned %v", err)
+	default:
+	}
+	sink.mu.Lock()
+	count := map[string]int{}
+	for _, d := range sink.stored {
+		count[d]++
+	}
+	sink.mu.Unlock()
+	for _, w := range all {
+		if count[w] != 1 {
+			t.Errorf("record %s stored %d times, want once", w, count[w])
+		}
+	}
+}
