@@ -370,6 +370,9 @@ func TestFleetZombieDeliveryFencedBySink(t *testing.T) {
 	if e.ShardID != txShard0 || e.Epoch != zombie.Epoch || e.Reason != kinesisload.LostSinkFenced {
 		t.Errorf("OnLeaseLost(%s, epoch %d, %v), want (%s, epoch %d, %v)", e.ShardID, e.Epoch, e.Reason, txShard0, zombie.Epoch, kinesisload.LostSinkFenced)
 	}
+	if got := e.Reason.String(); got != "sink_fenced" {
+		t.Errorf("LostSinkFenced.String() = %q, want sink_fenced (the metric attribute)", got)
+	}
 	if !errors.Is(e.Err, kinesisload.ErrLeaseLost) {
 		t.Errorf("LeaseLost.Err = %v, want a *LeaseLostError", e.Err)
 	}
