@@ -110,11 +110,10 @@
 //     or reclaimed; lost as commit_refused, self_fenced, expired (each
 //     may re-deliver the batch that was in flight) or sink_fenced (a
 //     TransactionalSink refused a batch that another host had overtaken);
-//     handed off as
-//     rebalance, close, pause or stop (planned: nothing delivered twice,
-//     except after a hard stop). With the default coordinator (one
-//     process) every shard is acquired as initial at each start and handed
-//     off as close or pause; nothing is lost.
+//     handed off as rebalance, close, pause or stop (planned: nothing
+//     delivered twice, except after a hard stop). With the default
+//     coordinator (one process) every shard is acquired as initial at each
+//     start and handed off as close or pause; nothing is lost.
 //   - tidemark.leases.held is how many leases this host holds (reported
 //     from the first lease of the stream on, 0 included), and
 //     tidemark.lease.epoch the fencing epoch of each one; a lease leaves
