@@ -379,7 +379,11 @@ func TestFleetZombieDeliveryFencedBySink(t *testing.T) {
 	if _, _, refused := sink.snapshot(); len(refused) != len(zombie.Records) {
 		t.Errorf("the sink refused %d records of a's, want its stalled batch's %d once: a retried a refusal that cannot end", len(refused), len(zombie.Records))
 	}
+	// The hook is called first, then Stats counts the loss.
 	st := r.loads["a"].Stats()
+	for deadline := time.Now().Add(10 * time.Second); st.LeasesLost == 0 && time.Now().Before(deadline); st = r.loads["a"].Stats() {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if st.LeasesLostBy[kinesisload.LostSinkFenced] != 1 || st.LeasesLost != 1 {
 		t.Errorf("a's Stats: LeasesLost %d, LeasesLostBy %v; want 1 of %v", st.LeasesLost, st.LeasesLostBy, kinesisload.LostSinkFenced)
 	}

@@ -317,7 +317,12 @@ func TestLoadersZombieDeliveryFencedBySink(t *testing.T) {
 	if refused != 1 {
 		t.Errorf("the sink refused %d batches of a's, want its stalled batch once: a refusal as lost lease is not retried", refused)
 	}
-	if st := hosts["a"].l.Stats(); st.LeasesLostBy[kinesisload.LostSinkFenced] != 1 {
+	// The hook is called first, then Stats counts the loss.
+	st := hosts["a"].l.Stats()
+	for deadline := time.Now().Add(10 * time.Second); st.LeasesLost == 0 && time.Now().Before(deadline); st = hosts["a"].l.Stats() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st.LeasesLostBy[kinesisload.LostSinkFenced] != 1 {
 		t.Errorf("a's Stats.LeasesLostBy = %v, want 1 of %v", st.LeasesLostBy, kinesisload.LostSinkFenced)
 	}
 	select {
