@@ -40,7 +40,8 @@ func (s *fencedSink) Deliver(ctx context.Context, b kinesisload.Batch) error {
 			return err
 		}
 		if c <= 0 {
-			return nil // (a) stored already
+			row.epoch = max(row.epoch, b.Epoch) // (a) stored already; a new owner fences the old
+			return nil
 		}
 	}
 	if b.Epoch < row.epoch { // (b) the sender lost the lease
