@@ -162,7 +162,7 @@
 // Sink's transaction is the last fence. It must store each shard's
 // checkpoint and [Batch.Epoch] with the records, lock the shard's row, and
 // check in this order: (a) a checkpoint not further than the stored one is
-// stored already: store no record (only a higher epoch) and return nil; (b) an epoch below the stored one is a host
+// stored already: return nil; (b) an epoch below the stored one is a host
 // that lost the lease: store nothing and return an error wrapping
 // [ErrLeaseLost] (the Loader stops that shard as a lost lease of reason
 // [LostSinkFenced] without retrying, and Run goes on); (c) an epoch above

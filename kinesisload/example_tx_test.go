@@ -40,8 +40,7 @@ func (s *fencedSink) Deliver(ctx context.Context, b kinesisload.Batch) error {
 			return err
 		}
 		if c <= 0 {
-			row.epoch = max(row.epoch, b.Epoch) // (a) stored already; a new owner fences the old
-			return nil
+			return nil // (a) stored already
 		}
 	}
 	if b.Epoch < row.epoch { // (b) the sender lost the lease

@@ -108,7 +108,6 @@ func (s *txSink) transact(host string, b kinesisload.Batch) (int, error) {
 			return 0, err
 		}
 		if c <= 0 {
-			row.epoch = max(row.epoch, b.Epoch) // a new owner fences the old one
 			return 0, nil
 		}
 	}

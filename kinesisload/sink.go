@@ -145,14 +145,10 @@ func (f SinkFunc) Deliver(ctx context.Context, b Batch) error { return f(ctx, b)
 // order:
 //
 //	(a) b.Checkpoint is not further than the stored checkpoint: the batch
-//	    is stored already; store no record, and return nil. It is a
-//	    re-delivery after an unknown outcome (the answer to a COMMIT was
-//	    lost, or ctx ended during it: the Loader delivers the same batch
-//	    again), a start batch for a shard that has a checkpoint, or a new
-//	    owner's batch the previous owner stored whole. When b.Epoch is
-//	    greater than the stored epoch, store b.Epoch (and nothing else):
-//	    from now on a host still delivering at the older epoch is refused
-//	    by (b), not left to (d).
+//	    is stored already; do nothing and return nil. It is a re-delivery
+//	    after an unknown outcome (the answer to a COMMIT was lost, or ctx
+//	    ended during it: the Loader delivers the same batch again), or a
+//	    start batch for a shard that has a checkpoint.
 //	(b) b.Epoch is less than the stored epoch: the sender lost the shard's
 //	    lease to a newer owner (a host paused past its lease that woke up
 //	    mid-Deliver). Store nothing and return an error that wraps
