@@ -118,3 +118,37 @@ func ExampleTransactionalSink_fleet() {
 	// b: 4 at epoch 2                    err=false lease lost=false
 	// [r1 r2 r3 r4] AFTER_SEQUENCE_NUMBER:4 epoch 2
 }
+
+// A host that lost the lease stores a batch after the new owner found its
+// own first batch stored whole (check (a)): the records are still stored
+// once, since the new owner then finds that batch stored too, and the old
+// host is refused as soon as the new owner stores anything.
+func ExampleTransactionalSink_fleetStoredWhole() {
+	ctx := context.Background()
+	sink := &fencedSink{rows: map[string]*shardRow{}}
+	batch := func(epoch uint64, seqs ...string) kinesisload.Batch {
+		b := kinesisload.Batch{Stream: "orders", ShardID: "shardId-000000000000", Epoch: epoch,
+			Checkpoint: scan.AfterSequence(seqs[len(seqs)-1])}
+		for _, s := range seqs {
+			b.Records = append(b.Records, kinesisload.Record{SequenceNumber: s, Data: []byte("r" + s)})
+		}
+		return b
+	}
+	show := func(who string, err error) {
+		fmt.Printf("%-28s err=%v lease lost=%v\n", who, err != nil, errors.Is(err, kinesisload.ErrLeaseLost))
+	}
+	show("a: 1..2 at epoch 1", sink.Deliver(ctx, batch(1, "1", "2")))
+	show("b: 1..2 at epoch 2", sink.Deliver(ctx, batch(2, "1", "2")))
+	show("a: 3 at epoch 1 (zombie)", sink.Deliver(ctx, batch(1, "3")))
+	show("b: 3..4 at epoch 2", sink.Deliver(ctx, batch(2, "3", "4")))
+	show("a: 4..5 at epoch 1 (zombie)", sink.Deliver(ctx, batch(1, "4", "5")))
+	row := sink.rows["shardId-000000000000"]
+	fmt.Println(row.records, row.checkpoint, "epoch", row.epoch)
+	// Output:
+	// a: 1..2 at epoch 1           err=false lease lost=false
+	// b: 1..2 at epoch 2           err=false lease lost=false
+	// a: 3 at epoch 1 (zombie)     err=false lease lost=false
+	// b: 3..4 at epoch 2           err=false lease lost=false
+	// a: 4..5 at epoch 1 (zombie)  err=true lease lost=true
+	// [r1 r2 r3 r4] AFTER_SEQUENCE_NUMBER:4 epoch 2
+}

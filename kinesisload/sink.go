@@ -166,6 +166,16 @@ func (f SinkFunc) Deliver(ctx context.Context, b Batch) error { return f(ctx, b)
 //	(d) the same epoch: the batch must start right after the stored
 //	    checkpoint; an overlap is a bug: return an error.
 //
+// The epoch compared in (b), (c) and (d) is the one stored with the
+// checkpoint. These checks store every record once, even when a host that
+// lost the lease stores a batch after the new owner's first batch was
+// found stored whole by (a): that batch is then the next one of the
+// shard, and the new owner finds it stored. A Sink may fence such a host
+// sooner by also keeping the highest epoch delivered (raised by (a)) and
+// refusing below it in (b), while (c) and (d) still compare with the
+// epoch stored with the checkpoint (a new owner's table may lag by more
+// than one batch): examples/postgres does.
+//
 // See [ErrLeaseLost] and [LostSinkFenced]; examples/postgres keeps this
 // contract on PostgreSQL. Order positions as [PositionStore.Save] documents ([scan.Compare]: a
 // start before any record position, SHARD_END last). Without a fleet
