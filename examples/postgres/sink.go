@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -13,7 +15,9 @@ import (
 	"github.com/tidemark/tidemark/scan"
 )
 
-// Schema is the DDL that CreateSchema runs. Both statements are idempotent.
+// Schema is the DDL that CreateSchema runs on a database without the
+// Sink's tables. Both statements are idempotent; CreateSchema then upgrades
+// tables created by an earlier version (see Upgrade).
 //
 // tidemark_records holds one row per record, keyed by stream, shard,
 // sequence number (kept as text: Kinesis sequence numbers are decimal
@@ -29,7 +33,9 @@ import (
 // in a batch with no records before it reads). It is written in the same
 // transaction as the rows, so it always covers exactly the rows stored for
 // its shard, and the database alone knows where every shard starts: a lost
-// journal loses nothing.
+// journal loses nothing. Its epoch is the Batch.Epoch of the batch that
+// stored it (0 without a fleet): the fencing token of the lease the last
+// writer held, which refuses a host that lost the lease (see Sink.Deliver).
 const Schema = `
 CREATE TABLE IF NOT EXISTS tidemark_records (
 	stream        text        NOT NULL,
@@ -46,9 +52,21 @@ CREATE TABLE IF NOT EXISTS tidemark_checkpoints (
 	stream     text        NOT NULL,
 	shard      text        NOT NULL,
 	position   text        NOT NULL,
+	epoch      bigint      NOT NULL DEFAULT 0,
 	updated_at timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (stream, shard)
 );`
+
+// Upgrade is the DDL that CreateSchema runs after Schema, to bring tables
+// created by an earlier version of this Sink up to date: it adds the
+// columns they lack, with the value every existing row must have (an
+// earlier version stored no aggregates, so every row is sub-sequence 0; it
+// knew no fleet, so every checkpoint is epoch 0, which any lease's epoch
+// passes). CreateSchema then makes subseq part of tidemark_records' primary
+// key if it is not (see CreateSchema).
+const Upgrade = `
+ALTER TABLE tidemark_records ADD COLUMN IF NOT EXISTS subseq bigint NOT NULL DEFAULT 0;
+ALTER TABLE tidemark_checkpoints ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0;`
 
 // schemaLock is the key of the transaction-level advisory lock that
 // serialises CreateSchema between processes: two concurrent CREATE TABLE IF
@@ -57,19 +75,28 @@ const schemaLock = 0x7469_6465_6d61_726b // "tidemark"
 
 // Errors of Sink.Deliver, wrapped with the stream, the shard and the batch.
 var (
-	// errBehind is wrapped when a batch ends before the shard's stored
-	// checkpoint: the Loader resumed behind the database, which it never
-	// does (it takes the furthest of its journal and Checkpoints), so
-	// another Loader is probably writing the same stream.
-	errBehind = errors.New("batch behind the stored checkpoint")
-	// errOverlap is wrapped when a batch's first record is at or before
-	// the shard's stored checkpoint although the batch ends after it.
+	// errOverlap is wrapped when a batch of the stored checkpoint's epoch
+	// (the same lease, or no fleet) has its first record at or before the
+	// stored checkpoint although it ends after it: a batch of one lease
+	// starts right after the one before it, so this is a bug or another
+	// writer.
 	errOverlap = errors.New("batch overlaps the stored checkpoint")
 	// errDuplicate is wrapped when a record's row exists already.
 	errDuplicate = errors.New("record stored twice")
 )
 
-// CreateSchema creates the Sink's tables if they do not exist (see Schema).
+// CreateSchema creates the Sink's tables if they do not exist (see Schema)
+// and upgrades tables created by an earlier version (see Upgrade), in one
+// transaction under an advisory lock, so concurrent starts do not collide.
+//
+// A tidemark_records table whose primary key is (stream, shard, seq), as
+// the first version created it, would refuse the second user record of a
+// KPL aggregate: its key is replaced by (stream, shard, seq, subseq). That
+// is safe (the rows are unique on three columns, so on four too) but
+// rebuilds the key's index under an exclusive lock of the table: on a large
+// table, run it when no Loader writes. A key that is neither of the two, or
+// one that cannot be dropped (a foreign key of another table refers to it),
+// is an error naming the table and the column: change it by hand.
 func CreateSchema(ctx context.Context, db *pgxpool.Pool) error {
 	tx, err := db.Begin(ctx)
 	if err != nil {
@@ -82,36 +109,82 @@ func CreateSchema(ctx context.Context, db *pgxpool.Pool) error {
 	if _, err := tx.Exec(ctx, Schema); err != nil {
 		return fmt.Errorf("postgres sink: creating the schema: %w", err)
 	}
+	if _, err := tx.Exec(ctx, Upgrade); err != nil {
+		return fmt.Errorf("postgres sink: upgrading the schema: %w", err)
+	}
+	if err := upgradeRecordsKey(ctx, tx); err != nil {
+		return fmt.Errorf("postgres sink: upgrading the schema: %w", err)
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("postgres sink: creating the schema: %w", err)
 	}
 	return nil
 }
 
+// upgradeRecordsKey makes tidemark_records' primary key (stream, shard,
+// seq, subseq) if it is (stream, shard, seq).
+func upgradeRecordsKey(ctx context.Context, tx pgx.Tx) error {
+	var name string
+	var cols []string
+	err := tx.QueryRow(ctx, `
+		SELECT c.conname, array_agg(a.attname::text ORDER BY k.ord)
+		FROM pg_constraint c
+		CROSS JOIN LATERAL unnest(c.conkey) WITH ORDINALITY AS k(attnum, ord)
+		JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum
+		WHERE c.conrelid = to_regclass('tidemark_records') AND c.contype = 'p'
+		GROUP BY c.conname`).Scan(&name, &cols)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return errors.New("table tidemark_records has no primary key: make it (stream, shard, seq, subseq) by hand (column subseq must be part of it)")
+	case err != nil:
+		return fmt.Errorf("table tidemark_records: reading its primary key: %w", err)
+	}
+	key := strings.Join(cols, ", ")
+	switch key {
+	case "stream, shard, seq, subseq":
+		return nil
+	case "stream, shard, seq":
+	default:
+		return fmt.Errorf("table tidemark_records: primary key %s (%s) is not the Sink's; make it (stream, shard, seq, subseq) by hand (column subseq must be part of it)", name, key)
+	}
+	if _, err := tx.Exec(ctx, `ALTER TABLE tidemark_records DROP CONSTRAINT `+pgx.Identifier{name}.Sanitize()+
+		`, ADD PRIMARY KEY (stream, shard, seq, subseq)`); err != nil {
+		return fmt.Errorf("table tidemark_records: adding column subseq to its primary key %s (stream, shard, seq): %w; change it by hand", name, err)
+	}
+	return nil
+}
+
 // Sink is an exactly-once kinesisload.TransactionalSink on PostgreSQL:
-// Deliver inserts a batch's records and upserts its shard's checkpoint in
-// one transaction, and Checkpoints loads the checkpoints back, so the
-// Loader resumes where the database is, whatever its journal says.
+// Deliver inserts a batch's records and upserts its shard's checkpoint and
+// epoch in one transaction, and Checkpoints loads the checkpoints back, so
+// the Loader resumes where the database is, whatever its journal says. It
+// stays exactly once when several Loaders share the stream as a fleet,
+// even while a host that lost its lease is still delivering: the stored
+// epoch fences it (see Deliver).
 //
-// A duplicate row is an error, not ignored. It cannot happen while one
-// Loader writes a stream: the rows and the checkpoint that covers them
-// commit together, the Loader resumes after the furthest of its journal
-// and Checkpoints (and its journal never gets ahead of the database, since
-// it records a batch only after Deliver returned), and a batch retried
-// after a COMMIT whose outcome was lost finds its own checkpoint stored and
-// is skipped. A duplicate would therefore mean that the invariant broke
-// (another writer, a bug): ON CONFLICT DO NOTHING would hide that, an error
-// stops the Loader with the shard named.
+// A duplicate row is an error, not ignored. It cannot happen: the rows and
+// the checkpoint that covers them commit together, a batch at or behind the
+// stored checkpoint is skipped, and a new owner's batch is stored only
+// after the stored checkpoint. A duplicate would therefore mean that the
+// invariant broke (a writer that bypasses the checkpoint, a bug): ON
+// CONFLICT DO NOTHING would hide that, an error stops the Loader with the
+// shard named.
 //
 // A Sink is safe for concurrent use: the Loader delivers the shards in
-// parallel, each shard's batches one at a time.
+// parallel, each shard's batches one at a time, and Sinks of several
+// processes may deliver the same shard at once (a host that lost its lease
+// and the new owner): the shard's checkpoint row is locked for the whole
+// transaction.
 type Sink struct {
 	db *pgxpool.Pool
 
-	// Test hooks, nil in production: afterInsert runs inside the
-	// transaction after the rows are inserted and before the checkpoint
-	// upsert and COMMIT; afterCommit runs after a successful COMMIT.
-	// An error from either is returned by Deliver.
+	// Test hooks, nil in production: afterLock runs inside the
+	// transaction once the shard's checkpoint row is locked (and, when the
+	// shard had none, created); afterInsert runs inside the transaction
+	// after the rows are inserted and before the checkpoint update and
+	// COMMIT; afterCommit runs after a successful COMMIT. An error from
+	// any is returned by Deliver.
+	afterLock   func(ctx context.Context, tx pgx.Tx, b kinesisload.Batch) error
 	afterInsert func(ctx context.Context, tx pgx.Tx, b kinesisload.Batch) error
 	afterCommit func(ctx context.Context, b kinesisload.Batch) error
 }
@@ -124,22 +197,43 @@ func NewSink(db *pgxpool.Pool) *Sink { return &Sink{db: db} }
 
 var recordColumns = []string{"stream", "shard", "seq", "subseq", "partition_key", "data", "arrival"}
 
-// Deliver stores b's records and b.Checkpoint in one transaction. A batch
-// with no records stores only its checkpoint: the shard's start, handed over
-// before the Loader reads the shard, or SHARD_END.
+// Deliver stores b's records, b.Checkpoint and b.Epoch in one transaction.
+// A batch with no records stores only its checkpoint: the shard's start,
+// handed over before the Loader reads the shard, or SHARD_END.
 //
-// It first locks the shard's checkpoint row. If the stored checkpoint
-// equals b.Checkpoint, b was committed already (the Loader retries a batch
-// whose COMMIT succeeded but whose answer was lost) and Deliver returns nil
-// without writing. A batch behind the stored checkpoint, or one that
-// overlaps it, is an error. A failure anywhere rolls everything back.
+// It first locks the shard's checkpoint row (SELECT ... FOR UPDATE; when
+// the shard has none, it creates it, so that a concurrent Deliver of the
+// shard waits), then compares b with the stored checkpoint and epoch, in
+// this order:
+//
+//   - b.Checkpoint is not further than the stored checkpoint: b is stored
+//     already (a retry after a COMMIT whose answer was lost, a start batch
+//     for a shard that has a checkpoint, a new owner whose lease lags the
+//     database, a host that lost its lease re-sending what it stored).
+//     Deliver does nothing and returns nil.
+//   - b.Epoch is lower than the stored epoch: the sender lost the shard's
+//     lease to the host that stored it. Deliver stores nothing and returns
+//     an error wrapping kinesisload.ErrLeaseLost, and the Loader stops that
+//     shard at once and commits nothing more.
+//   - b.Epoch is higher: b is the first batch of a new owner, which
+//     resumed from the fleet's table; that may lag the database, so b may
+//     start at or before the stored checkpoint. Deliver stores only the
+//     records after the stored checkpoint, then b.Checkpoint and b.Epoch.
+//   - the same epoch (one lease, or no fleet, where every epoch is 0): b
+//     must start right after the stored checkpoint; a batch that overlaps
+//     it is an error.
+//
+// A failure anywhere rolls everything back.
 func (s *Sink) Deliver(ctx context.Context, b kinesisload.Batch) (err error) {
 	defer func() {
 		if err != nil {
-			err = fmt.Errorf("postgres sink: stream %s, shard %s, batch of %d records ending at %v: %w",
-				b.Stream, b.ShardID, len(b.Records), b.Checkpoint, err)
+			err = fmt.Errorf("postgres sink: stream %s, shard %s, batch of %d records ending at %v at epoch %d: %w",
+				b.Stream, b.ShardID, len(b.Records), b.Checkpoint, b.Epoch, err)
 		}
 	}()
+	if b.Epoch > math.MaxInt64 {
+		return fmt.Errorf("epoch %d does not fit the epoch column (bigint)", b.Epoch)
+	}
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return err
@@ -147,41 +241,39 @@ func (s *Sink) Deliver(ctx context.Context, b kinesisload.Batch) (err error) {
 	// After a successful Commit this is a no-op; after a failure it ends
 	// the transaction (or pgx closes a connection whose ctx ended, which
 	// ends it on the server).
-	defer tx.Rollback(ctx) //nolint:errcheck // the first error is what matters
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 
-	var stored string
-	err = tx.QueryRow(ctx,
-		`SELECT position FROM tidemark_checkpoints WHERE stream = $1 AND shard = $2 FOR UPDATE`,
-		b.Stream, b.ShardID).Scan(&stored)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
+	prev, prevEpoch, found, err := lockCheckpoint(ctx, tx, b)
+	if err != nil {
 		return err
-	default:
-		prev, err := scan.Parse(stored)
-		if err != nil {
-			return fmt.Errorf("stored checkpoint %q: %w", stored, err)
+	}
+	if s.afterLock != nil {
+		if err := s.afterLock(ctx, tx, b); err != nil {
+			return err
 		}
+	}
+	records := b.Records
+	if found {
 		c, err := scan.Compare(prev, b.Checkpoint)
 		if err != nil {
 			return err
 		}
 		switch {
-		case c == 0:
-			return nil // committed already: nothing to do
-		case c > 0:
-			return fmt.Errorf("%w %v", errBehind, prev)
-		case prev.Kind == scan.KindAfterSequence && len(b.Records) > 0 &&
-			scan.CompareSequence(b.Records[0].SequenceNumber, prev.Sequence) <= 0,
-			prev.Kind == scan.KindAtSequence && len(b.Records) > 0 &&
-				scan.CompareSequence(b.Records[0].SequenceNumber, prev.Sequence) < 0:
-			return fmt.Errorf("%w %v: first record %s", errOverlap, prev, b.Records[0].SequenceNumber)
+		case c >= 0:
+			return nil // stored already: nothing to do
+		case b.Epoch < prevEpoch:
+			return fmt.Errorf("%w: fenced: the shard's checkpoint %v was stored at epoch %d, by a later owner",
+				kinesisload.ErrLeaseLost, prev, prevEpoch)
+		case b.Epoch > prevEpoch:
+			records = after(records, prev)
+		case overlaps(records, prev):
+			return fmt.Errorf("%w %v: first record %s", errOverlap, prev, records[0].SequenceNumber)
 		}
 	}
 
-	if len(b.Records) > 0 {
-		rows := make([][]any, len(b.Records))
-		for i, r := range b.Records {
+	if len(records) > 0 {
+		rows := make([][]any, len(records))
+		for i, r := range records {
 			rows[i] = []any{b.Stream, b.ShardID, r.SequenceNumber, r.SubSequenceNumber, r.PartitionKey, r.Data, r.ArrivalTime}
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"tidemark_records"}, recordColumns, pgx.CopyFromRows(rows)); err != nil {
@@ -197,9 +289,9 @@ func (s *Sink) Deliver(ctx context.Context, b kinesisload.Batch) (err error) {
 		}
 	}
 	if _, err := tx.Exec(ctx, `
-		INSERT INTO tidemark_checkpoints (stream, shard, position, updated_at) VALUES ($1, $2, $3, now())
-		ON CONFLICT (stream, shard) DO UPDATE SET position = EXCLUDED.position, updated_at = EXCLUDED.updated_at`,
-		b.Stream, b.ShardID, b.Checkpoint.String()); err != nil {
+		UPDATE tidemark_checkpoints SET position = $3, epoch = $4, updated_at = now()
+		WHERE stream = $1 AND shard = $2`,
+		b.Stream, b.ShardID, b.Checkpoint.String(), int64(b.Epoch)); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -209,6 +301,75 @@ func (s *Sink) Deliver(ctx context.Context, b kinesisload.Batch) (err error) {
 		return s.afterCommit(ctx, b)
 	}
 	return nil
+}
+
+// lockCheckpoint locks the shard's checkpoint row and returns its position
+// and epoch. When the shard has none, it inserts b's, which holds a
+// concurrent Deliver of the shard until this transaction ends, and returns
+// found false.
+func lockCheckpoint(ctx context.Context, tx pgx.Tx, b kinesisload.Batch) (prev scan.Position, epoch uint64, found bool, err error) {
+	for range 2 {
+		var stored string
+		var storedEpoch int64
+		err := tx.QueryRow(ctx,
+			`SELECT position, epoch FROM tidemark_checkpoints WHERE stream = $1 AND shard = $2 FOR UPDATE`,
+			b.Stream, b.ShardID).Scan(&stored, &storedEpoch)
+		switch {
+		case err == nil:
+			p, err := scan.Parse(stored)
+			if err != nil {
+				return prev, 0, false, fmt.Errorf("stored checkpoint %q: %w", stored, err)
+			}
+			if storedEpoch < 0 {
+				return prev, 0, false, fmt.Errorf("stored epoch %d is negative", storedEpoch)
+			}
+			return p, uint64(storedEpoch), true, nil
+		case !errors.Is(err, pgx.ErrNoRows):
+			return prev, 0, false, err
+		}
+		// No row: create it. If another transaction created it in the
+		// meantime, this waits for it to end and inserts nothing, and the
+		// SELECT again locks what it committed.
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO tidemark_checkpoints (stream, shard, position, epoch, updated_at) VALUES ($1, $2, $3, $4, now())
+			ON CONFLICT (stream, shard) DO NOTHING`,
+			b.Stream, b.ShardID, b.Checkpoint.String(), int64(b.Epoch))
+		if err != nil {
+			return prev, 0, false, err
+		}
+		if tag.RowsAffected() == 1 {
+			return prev, 0, false, nil
+		}
+	}
+	return prev, 0, false, errors.New("the checkpoint row was created and deleted again while this batch waited for it")
+}
+
+// after returns the records after position p: the first owner's
+// checkpoint is always after a whole Kinesis record, so sequence numbers
+// alone decide (the user records of an aggregate share theirs). A start
+// that is no sequence number (TRIM_HORIZON, AT_TIMESTAMP) is before every
+// record the Loader reads from it.
+func after(records []kinesisload.Record, p scan.Position) []kinesisload.Record {
+	for i, r := range records {
+		c := scan.CompareSequence(r.SequenceNumber, p.Sequence)
+		switch {
+		case p.Kind == scan.KindAfterSequence && c > 0,
+			p.Kind == scan.KindAtSequence && c >= 0,
+			p.Kind != scan.KindAfterSequence && p.Kind != scan.KindAtSequence:
+			return records[i:]
+		}
+	}
+	return nil
+}
+
+// overlaps reports whether records start at or before p, where the next
+// batch of the lease that stored p must start after it.
+func overlaps(records []kinesisload.Record, p scan.Position) bool {
+	if len(records) == 0 {
+		return false
+	}
+	c := scan.CompareSequence(records[0].SequenceNumber, p.Sequence)
+	return p.Kind == scan.KindAfterSequence && c <= 0 || p.Kind == scan.KindAtSequence && c < 0
 }
 
 // Checkpoints returns the checkpoint stored for every shard of stream: an
