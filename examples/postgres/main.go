@@ -4,9 +4,10 @@
 //
 //	go run . -dsn postgres://user@127.0.0.1:5432/db
 //
-// It creates the tables if they do not exist (see Schema in sink.go), creates
-// a stream with a new name, puts -records records on it, runs a Loader until
-// every one of them is in the database, and prints what landed: rows and
+// It creates the tables if they do not exist, or upgrades those of an
+// earlier version (see Schema and CreateSchema in sink.go), creates a stream
+// with a new name, puts -records records on it, runs a Loader until every
+// one of them is in the database, and prints what landed: rows and
 // checkpoint per shard. It exits with status 0 when every record landed
 // exactly once, and non-zero, with the reason on stderr, otherwise.
 //

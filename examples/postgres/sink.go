@@ -155,7 +155,7 @@ func upgradeRecordsKey(ctx context.Context, tx pgx.Tx) error {
 }
 
 // Sink is an exactly-once kinesisload.TransactionalSink on PostgreSQL:
-// Deliver inserts a batch's records and upserts its shard's checkpoint and
+// Deliver inserts a batch's records and writes its shard's checkpoint and
 // epoch in one transaction, and Checkpoints loads the checkpoints back, so
 // the Loader resumes where the database is, whatever its journal says. It
 // stays exactly once when several Loaders share the stream as a fleet,
@@ -241,7 +241,7 @@ func (s *Sink) Deliver(ctx context.Context, b kinesisload.Batch) (err error) {
 	// After a successful Commit this is a no-op; after a failure it ends
 	// the transaction (or pgx closes a connection whose ctx ended, which
 	// ends it on the server).
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	defer tx.Rollback(ctx) //nolint:errcheck // the first error is what matters
 
 	prev, prevEpoch, found, err := lockCheckpoint(ctx, tx, b)
 	if err != nil {
@@ -344,18 +344,18 @@ func lockCheckpoint(ctx context.Context, tx pgx.Tx, b kinesisload.Batch) (prev s
 	return prev, 0, false, errors.New("the checkpoint row was created and deleted again while this batch waited for it")
 }
 
-// after returns the records after position p: the first owner's
-// checkpoint is always after a whole Kinesis record, so sequence numbers
-// alone decide (the user records of an aggregate share theirs). A start
-// that is no sequence number (TRIM_HORIZON, AT_TIMESTAMP) is before every
-// record the Loader reads from it.
+// after returns the records after the stored checkpoint p: a checkpoint
+// is always after a whole Kinesis record, so sequence numbers alone decide
+// (the user records of an aggregate share theirs). A start that is no
+// sequence number (TRIM_HORIZON, AT_TIMESTAMP) is before every record the
+// Loader reads from it.
 func after(records []kinesisload.Record, p scan.Position) []kinesisload.Record {
+	if p.Kind != scan.KindAfterSequence && p.Kind != scan.KindAtSequence {
+		return records
+	}
 	for i, r := range records {
 		c := scan.CompareSequence(r.SequenceNumber, p.Sequence)
-		switch {
-		case p.Kind == scan.KindAfterSequence && c > 0,
-			p.Kind == scan.KindAtSequence && c >= 0,
-			p.Kind != scan.KindAfterSequence && p.Kind != scan.KindAtSequence:
+		if c > 0 || c == 0 && p.Kind == scan.KindAtSequence {
 			return records[i:]
 		}
 	}
