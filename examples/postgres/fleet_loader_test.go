@@ -149,8 +149,9 @@ func (pf *pgFleet) start(host string, sink kinesisload.TransactionalSink, record
 	return r
 }
 
-// waitRows waits until the stream has n rows.
-func (pf *pgFleet) waitRows(n int) {
+// waitRows waits until the stream has n rows, failing early if the Run
+// of one of hosts returns.
+func (pf *pgFleet) waitRows(n int, hosts ...string) {
 	pf.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -160,6 +161,17 @@ func (pf *pgFleet) waitRows(n int) {
 		}
 		if got > n {
 			pf.t.Fatalf("%d rows, want %d", got, n)
+		}
+		for _, h := range hosts {
+			pf.mu.Lock()
+			r := pf.runs[h]
+			pf.mu.Unlock()
+			select {
+			case err := <-r.done:
+				r.done <- err
+				pf.t.Fatalf("host %s stopped (%v) with %d of %d rows stored", h, err, got, n)
+			default:
+			}
 		}
 		if time.Now().After(deadline) {
 			pf.t.Fatalf("timed out with %d of %d rows stored", got, n)
@@ -259,7 +271,7 @@ func TestFleetLoadersZombie(t *testing.T) {
 	}
 	pf.start("n", n, 3, acquiredHook{nAcquired})
 	zStored.wait(t, "z's Deliver")
-	pf.waitRows(len(want))
+	pf.waitRows(len(want), "n")
 	if zErr != nil {
 		t.Errorf("the zombie z's Deliver, in order at its epoch = %v, want nil", zErr)
 	}
@@ -304,6 +316,6 @@ func TestFleetLoadersZombie(t *testing.T) {
 	pf.fleet.Resume("n")
 	mRelease.open()
 	want = append(want, more...)
-	pf.waitRows(len(want))
+	pf.waitRows(len(want), "m")
 	checkExactlyOnce(t, db, want)
 }
