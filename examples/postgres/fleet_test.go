@@ -251,23 +251,37 @@ func TestFleetConcurrentDeliver(t *testing.T) {
 
 // TestFleetConcurrentFirstBatch: two owners deliver the first batch of a
 // shard that has no checkpoint row at the same moment; the row the first
-// creates holds the second, which then stores only what is new.
+// creates holds the second, which then stores only what is new. Also on a
+// server whose default isolation is REPEATABLE READ, where the second's
+// SELECT would not see the row that its INSERT found.
 func TestFleetConcurrentFirstBatch(t *testing.T) {
-	db := startPostgres(t)
-	ctx := context.Background()
-	zombie, newOwner := NewSink(db), NewSink(db)
-	secondErr := make(chan error, 1)
-	zombie.afterLock = func(ctx context.Context, _ pgx.Tx, _ kinesisload.Batch) error {
-		go func() { secondErr <- newOwner.Deliver(context.Background(), fleetBatch(shard0, 2, 0, 3)) }()
-		return waitForLockWaiter(ctx, db)
+	for _, isolation := range []string{"read committed", "repeatable read"} {
+		t.Run(isolation, func(t *testing.T) {
+			db := startPostgres(t)
+			ctx := context.Background()
+			if _, err := db.Exec(ctx, `ALTER DATABASE tidemark_test SET default_transaction_isolation = '`+isolation+`'`); err != nil {
+				t.Fatal(err)
+			}
+			db, err := pgxpool.New(ctx, db.Config().ConnString())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			zombie, newOwner := NewSink(db), NewSink(db)
+			secondErr := make(chan error, 1)
+			zombie.afterLock = func(ctx context.Context, _ pgx.Tx, _ kinesisload.Batch) error {
+				go func() { secondErr <- newOwner.Deliver(context.Background(), fleetBatch(shard0, 2, 0, 3)) }()
+				return waitForLockWaiter(ctx, db)
+			}
+			if err := zombie.Deliver(ctx, fleetBatch(shard0, 1, 0, 1)); err != nil {
+				t.Fatalf("the first owner's Deliver: %v", err)
+			}
+			if err := <-secondErr; err != nil {
+				t.Fatalf("the new owner's Deliver: %v", err)
+			}
+			checkShard(t, db, shard0, span(0, 3), scan.AfterSequence(seqOf(3)), 2)
+		})
 	}
-	if err := zombie.Deliver(ctx, fleetBatch(shard0, 1, 0, 1)); err != nil {
-		t.Fatalf("the first owner's Deliver: %v", err)
-	}
-	if err := <-secondErr; err != nil {
-		t.Fatalf("the new owner's Deliver: %v", err)
-	}
-	checkShard(t, db, shard0, span(0, 3), scan.AfterSequence(seqOf(3)), 2)
 }
 
 // TestFleetZombieRace: per shard, an owner at epoch 1 stores records 0..8

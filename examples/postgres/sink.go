@@ -223,7 +223,8 @@ var recordColumns = []string{"stream", "shard", "seq", "subseq", "partition_key"
 //     must start right after the stored checkpoint; a batch that overlaps
 //     it is an error.
 //
-// A failure anywhere rolls everything back.
+// The transaction runs at READ COMMITTED, whatever the server's default
+// isolation. A failure anywhere rolls everything back.
 func (s *Sink) Deliver(ctx context.Context, b kinesisload.Batch) (err error) {
 	defer func() {
 		if err != nil {
@@ -234,7 +235,10 @@ func (s *Sink) Deliver(ctx context.Context, b kinesisload.Batch) (err error) {
 	if b.Epoch > math.MaxInt64 {
 		return fmt.Errorf("epoch %d does not fit the epoch column (bigint)", b.Epoch)
 	}
-	tx, err := s.db.Begin(ctx)
+	// READ COMMITTED whatever the server's default: each statement sees
+	// what committed before it, so the SELECT after an INSERT that found
+	// the row created by a concurrent Deliver locks that row.
+	tx, err := s.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return err
 	}
