@@ -185,6 +185,18 @@ type acquiredHook struct{ g *gate }
 
 func (h acquiredHook) OnLeaseAcquired(kinesisload.LeaseAcquired) { h.g.open() }
 
+// lostHook opens its gate when the host loses a lease for reason why.
+type lostHook struct {
+	g   *gate
+	why kinesisload.LostReason
+}
+
+func (h lostHook) OnLeaseLost(e kinesisload.LeaseLost) {
+	if e.Reason == h.why {
+		h.g.open()
+	}
+}
+
 // firstBatchOf returns a function that is true for the first batch it is
 // given whose first record's data is data, and false for every other.
 func firstBatchOf(data string) func(b kinesisload.Batch) bool {
@@ -206,8 +218,9 @@ func firstBatchOf(data string) func(b kinesisload.Batch) bool {
 // transaction of its next batch, and m takes the shard and stores the
 // first record of that batch (m reads one record a call): when n wakes up,
 // its batch, which goes further than m's checkpoint at a lower epoch, is
-// refused with ErrLeaseLost and stores nothing. Every record is stored
-// exactly once.
+// refused with ErrLeaseLost and stores nothing, and n stops the shard as a
+// lost lease of reason LostSinkFenced. Every record is stored exactly
+// once.
 func TestFleetLoadersZombie(t *testing.T) {
 	db := startPostgres(t)
 	f := newStream(t, 1)
@@ -269,7 +282,8 @@ func TestFleetLoadersZombie(t *testing.T) {
 			nDone.open()
 		}
 	}
-	pf.start("n", n, 3, acquiredHook{nAcquired})
+	nFenced := pf.gate()
+	pf.start("n", n, 3, acquiredHook{nAcquired}, lostHook{nFenced, kinesisload.LostSinkFenced})
 	zStored.wait(t, "z's Deliver")
 	pf.waitRows(len(want), "n")
 	if zErr != nil {
@@ -313,9 +327,12 @@ func TestFleetLoadersZombie(t *testing.T) {
 		t.Errorf("the zombie n's Deliver = %v, want ErrLeaseLost", nErr)
 	}
 	checkExactlyOnce(t, db, append(want, more[0]))
+	// n stops the shard as a lease the Sink fenced (n is still paused: the
+	// fleet cannot have told it), and goes on running.
+	nFenced.wait(t, "n's lease lost for sink_fenced")
 	pf.fleet.Resume("n")
 	mRelease.open()
 	want = append(want, more...)
-	pf.waitRows(len(want), "m")
+	pf.waitRows(len(want), "m", "n")
 	checkExactlyOnce(t, db, want)
 }

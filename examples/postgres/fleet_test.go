@@ -107,12 +107,13 @@ func checkDeliverErr(t *testing.T, err, want error) {
 	}
 }
 
-// TestFleetZombie: two Sinks on one database, the first owner of a shard's
-// lease (epoch 1), which becomes a zombie, and the new owner (epoch 2)
-// whose lease lags the database. The new owner stores only what the old
-// one did not; the zombie is refused with ErrLeaseLost and stores nothing;
-// a batch stored already, or a start batch, is a no-op; within one lease an
-// overlap is an error.
+// TestFleetZombie: Sinks on one database, the first owner of a shard's
+// lease (epoch 1), which becomes a zombie, and the new owners (epochs 2
+// and 3) whose leases lag the database. A new owner stores only what the
+// old one did not; a zombie is refused with ErrLeaseLost and stores
+// nothing, also once a new owner delivered only batches stored already; a
+// batch stored already, or a start batch, stores nothing; within one lease
+// an overlap is an error.
 func TestFleetZombie(t *testing.T) {
 	db := startPostgres(t)
 	ctx := context.Background()
@@ -137,7 +138,8 @@ func TestFleetZombie(t *testing.T) {
 			kinesisload.Batch{Stream: streamName, ShardID: shard0, Checkpoint: scan.TrimHorizon()}, nil, span(0, 2), after(2), 2},
 		{"new owner's next batch P3..P4", newOwner, fleetBatch(shard0, 2, 3, 4), nil, span(0, 4), after(4), 2},
 		{"new owner overlapping its own checkpoint: error", newOwner, fleetBatch(shard0, 2, 4, 5), errOverlap, span(0, 4), after(4), 2},
-		{"third owner at epoch 3, lagging by more than a batch: no-op", third, fleetBatch(shard0, 3, 1, 2), nil, span(0, 4), after(4), 2},
+		{"third owner at epoch 3, lagging by more than a batch: no record, its epoch", third, fleetBatch(shard0, 3, 1, 2), nil, span(0, 4), after(4), 3},
+		{"second owner's next batch P5, right after the checkpoint: fenced by the third's epoch", newOwner, fleetBatch(shard0, 2, 5, 5), kinesisload.ErrLeaseLost, span(0, 4), after(4), 3},
 		{"third owner's next batch P3..P6: only P5..P6 stored", third, fleetBatch(shard0, 3, 3, 6), nil, span(0, 6), after(6), 3},
 		{"second owner, now a zombie too, at epoch 2: fenced", newOwner, fleetBatch(shard0, 2, 5, 7), kinesisload.ErrLeaseLost, span(0, 6), after(6), 3},
 	}
@@ -227,11 +229,14 @@ func TestFleetConcurrentDeliver(t *testing.T) {
 			}
 			if first == "zombie" {
 				// The zombie stored P2..P5 at epoch 1; the new owner's
-				// P0..P4 was stored already.
+				// P0..P4 was stored already, and fenced the zombie.
 				if errs[zombie] != nil {
 					t.Errorf("the zombie's Deliver = %v, want nil", errs[zombie])
 				}
-				checkShard(t, db, shard0, span(0, 5), zb.Checkpoint, 1)
+				checkShard(t, db, shard0, span(0, 5), zb.Checkpoint, 2)
+				if err := zombie.Deliver(ctx, fleetBatch(shard0, 1, 6, 6)); !errors.Is(err, kinesisload.ErrLeaseLost) {
+					t.Errorf("the zombie's next batch: Deliver = %v, want ErrLeaseLost", err)
+				}
 			} else {
 				// The new owner stored P2..P4 at epoch 2; the zombie's
 				// P2..P5 goes further at a lower epoch: fenced.

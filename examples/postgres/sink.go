@@ -33,9 +33,11 @@ import (
 // in a batch with no records before it reads). It is written in the same
 // transaction as the rows, so it always covers exactly the rows stored for
 // its shard, and the database alone knows where every shard starts: a lost
-// journal loses nothing. Its epoch is the Batch.Epoch of the batch that
-// stored it (0 without a fleet): the fencing token of the lease the last
-// writer held, which refuses a host that lost the lease (see Sink.Deliver).
+// journal loses nothing. Its epoch is the highest Batch.Epoch delivered for
+// the shard (0 without a fleet): the fencing token of the newest lease,
+// which refuses a host that lost the lease; position_epoch is the
+// Batch.Epoch of the batch that stored the position, which tells a new
+// owner's overlap from a bug (see Sink.Deliver).
 const Schema = `
 CREATE TABLE IF NOT EXISTS tidemark_records (
 	stream        text        NOT NULL,
@@ -51,9 +53,10 @@ CREATE TABLE IF NOT EXISTS tidemark_records (
 CREATE TABLE IF NOT EXISTS tidemark_checkpoints (
 	stream     text        NOT NULL,
 	shard      text        NOT NULL,
-	position   text        NOT NULL,
-	epoch      bigint      NOT NULL DEFAULT 0,
-	updated_at timestamptz NOT NULL DEFAULT now(),
+	position       text        NOT NULL,
+	epoch          bigint      NOT NULL DEFAULT 0,
+	position_epoch bigint      NOT NULL DEFAULT 0,
+	updated_at     timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (stream, shard)
 );`
 
@@ -62,11 +65,12 @@ CREATE TABLE IF NOT EXISTS tidemark_checkpoints (
 // columns they lack, with the value every existing row must have (an
 // earlier version stored no aggregates, so every row is sub-sequence 0; it
 // knew no fleet, so every checkpoint is epoch 0, which any lease's epoch
-// passes). CreateSchema then makes subseq part of tidemark_records' primary
+// passes, and was stored at epoch 0). CreateSchema then makes subseq part of tidemark_records' primary
 // key if it is not (see CreateSchema).
 const Upgrade = `
 ALTER TABLE tidemark_records ADD COLUMN IF NOT EXISTS subseq bigint NOT NULL DEFAULT 0;
-ALTER TABLE tidemark_checkpoints ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0;`
+ALTER TABLE tidemark_checkpoints ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0;
+ALTER TABLE tidemark_checkpoints ADD COLUMN IF NOT EXISTS position_epoch bigint NOT NULL DEFAULT 0;`
 
 // schemaLock is the key of the transaction-level advisory lock that
 // serialises CreateSchema between processes: two concurrent CREATE TABLE IF
@@ -203,25 +207,34 @@ var recordColumns = []string{"stream", "shard", "seq", "subseq", "partition_key"
 //
 // It first locks the shard's checkpoint row (SELECT ... FOR UPDATE; when
 // the shard has none, it creates it, so that a concurrent Deliver of the
-// shard waits), then compares b with the stored checkpoint and epoch, in
-// this order:
+// shard waits), then compares b with the stored checkpoint (position), the
+// epoch that stored it (position_epoch) and the highest epoch delivered
+// (epoch), in the order of kinesisload.TransactionalSink's contract:
 //
-//   - b.Checkpoint is not further than the stored checkpoint: b is stored
-//     already (a retry after a COMMIT whose answer was lost, a start batch
-//     for a shard that has a checkpoint, a new owner whose lease lags the
-//     database, a host that lost its lease re-sending what it stored).
-//     Deliver does nothing and returns nil.
-//   - b.Epoch is lower than the stored epoch: the sender lost the shard's
-//     lease to the host that stored it. Deliver stores nothing and returns
-//     an error wrapping kinesisload.ErrLeaseLost, and the Loader stops that
-//     shard at once and commits nothing more.
-//   - b.Epoch is higher: b is the first batch of a new owner, which
-//     resumed from the fleet's table; that may lag the database, so b may
-//     start at or before the stored checkpoint. Deliver stores only the
-//     records after the stored checkpoint, then b.Checkpoint and b.Epoch.
-//   - the same epoch (one lease, or no fleet, where every epoch is 0): b
-//     must start right after the stored checkpoint; a batch that overlaps
-//     it is an error.
+//   - (a) b.Checkpoint is not further than the stored checkpoint: b is
+//     stored already (a retry after a COMMIT whose answer was lost, a start
+//     batch for a shard that has a checkpoint, a new owner whose lease lags
+//     the database, a host that lost its lease re-sending what it stored).
+//     Deliver stores no record and returns nil; when b.Epoch is above the
+//     stored epoch, it stores b.Epoch as the epoch, so that the previous
+//     owner is refused from now on.
+//   - (b) b.Epoch is below the stored epoch: the sender lost the shard's
+//     lease to a newer owner. Deliver stores nothing and returns an error
+//     wrapping kinesisload.ErrLeaseLost, and the Loader stops that shard at
+//     once as a lost lease (LostSinkFenced) and commits nothing more.
+//   - (c) b.Epoch is above the epoch that stored the checkpoint: b is a
+//     batch of a new owner, which resumed from the fleet's table; that may
+//     lag the database, so b may start at or before the stored checkpoint.
+//     Deliver stores only the records after the stored checkpoint. This
+//     compares with position_epoch, not epoch: a new owner whose first
+//     batches were all stored already (a) raised epoch to its own, and its
+//     next batch may still overlap the stored checkpoint.
+//   - (d) the epoch that stored the checkpoint (one lease, or no fleet,
+//     where every epoch is 0): b must start right after the stored
+//     checkpoint; a batch that overlaps it is an error.
+//
+// Unless (a) or (b) returned, b.Checkpoint is then stored, at b.Epoch as
+// both epochs.
 //
 // The transaction runs at READ COMMITTED, whatever the server's default
 // isolation. A failure anywhere rolls everything back.
@@ -247,10 +260,11 @@ func (s *Sink) Deliver(ctx context.Context, b kinesisload.Batch) (err error) {
 	// ends it on the server).
 	defer tx.Rollback(ctx) //nolint:errcheck // the first error is what matters
 
-	prev, prevEpoch, found, err := lockCheckpoint(ctx, tx, b)
+	row, found, err := lockCheckpoint(ctx, tx, b)
 	if err != nil {
 		return err
 	}
+	prev := row.position
 	if s.afterLock != nil {
 		if err := s.afterLock(ctx, tx, b); err != nil {
 			return err
@@ -263,14 +277,21 @@ func (s *Sink) Deliver(ctx context.Context, b kinesisload.Batch) (err error) {
 			return err
 		}
 		switch {
+		case c >= 0 && b.Epoch > row.epoch:
+			// (a) stored already; a new owner fences the previous one.
+			if _, err := tx.Exec(ctx, `UPDATE tidemark_checkpoints SET epoch = $3, updated_at = now() WHERE stream = $1 AND shard = $2`,
+				b.Stream, b.ShardID, int64(b.Epoch)); err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
 		case c >= 0:
-			return nil // stored already: nothing to do
-		case b.Epoch < prevEpoch:
-			return fmt.Errorf("%w: fenced: the shard's checkpoint %v was stored at epoch %d, by a later owner",
-				kinesisload.ErrLeaseLost, prev, prevEpoch)
-		case b.Epoch > prevEpoch:
+			return nil // (a) stored already: nothing to do
+		case b.Epoch < row.epoch: // (b)
+			return fmt.Errorf("%w: fenced: the shard is held at epoch %d (checkpoint %v)",
+				kinesisload.ErrLeaseLost, row.epoch, prev)
+		case b.Epoch > row.positionEpoch: // (c)
 			records = after(records, prev)
-		case overlaps(records, prev):
+		case overlaps(records, prev): // (d)
 			return fmt.Errorf("%w %v: first record %s", errOverlap, prev, records[0].SequenceNumber)
 		}
 	}
@@ -293,7 +314,7 @@ func (s *Sink) Deliver(ctx context.Context, b kinesisload.Batch) (err error) {
 		}
 	}
 	if _, err := tx.Exec(ctx, `
-		UPDATE tidemark_checkpoints SET position = $3, epoch = $4, updated_at = now()
+		UPDATE tidemark_checkpoints SET position = $3, epoch = $4, position_epoch = $4, updated_at = now()
 		WHERE stream = $1 AND shard = $2`,
 		b.Stream, b.ShardID, b.Checkpoint.String(), int64(b.Epoch)); err != nil {
 		return err
@@ -307,45 +328,51 @@ func (s *Sink) Deliver(ctx context.Context, b kinesisload.Batch) (err error) {
 	return nil
 }
 
-// lockCheckpoint locks the shard's checkpoint row and returns its position
-// and epoch. When the shard has none, it inserts b's, which holds a
-// concurrent Deliver of the shard until this transaction ends, and returns
-// found false.
-func lockCheckpoint(ctx context.Context, tx pgx.Tx, b kinesisload.Batch) (prev scan.Position, epoch uint64, found bool, err error) {
+// checkpointRow is a shard's row of tidemark_checkpoints.
+type checkpointRow struct {
+	position      scan.Position
+	epoch         uint64 // the highest epoch delivered: the fence
+	positionEpoch uint64 // the epoch of the batch that stored position
+}
+
+// lockCheckpoint locks the shard's checkpoint row and returns it. When the
+// shard has none, it inserts b's, which holds a concurrent Deliver of the
+// shard until this transaction ends, and returns found false.
+func lockCheckpoint(ctx context.Context, tx pgx.Tx, b kinesisload.Batch) (row checkpointRow, found bool, err error) {
 	for range 2 {
 		var stored string
-		var storedEpoch int64
+		var epoch, positionEpoch int64
 		err := tx.QueryRow(ctx,
-			`SELECT position, epoch FROM tidemark_checkpoints WHERE stream = $1 AND shard = $2 FOR UPDATE`,
-			b.Stream, b.ShardID).Scan(&stored, &storedEpoch)
+			`SELECT position, epoch, position_epoch FROM tidemark_checkpoints WHERE stream = $1 AND shard = $2 FOR UPDATE`,
+			b.Stream, b.ShardID).Scan(&stored, &epoch, &positionEpoch)
 		switch {
 		case err == nil:
 			p, err := scan.Parse(stored)
 			if err != nil {
-				return prev, 0, false, fmt.Errorf("stored checkpoint %q: %w", stored, err)
+				return row, false, fmt.Errorf("stored checkpoint %q: %w", stored, err)
 			}
-			if storedEpoch < 0 {
-				return prev, 0, false, fmt.Errorf("stored epoch %d is negative", storedEpoch)
+			if epoch < 0 || positionEpoch < 0 || positionEpoch > epoch {
+				return row, false, fmt.Errorf("stored epochs %d (position_epoch %d): want 0 <= position_epoch <= epoch", epoch, positionEpoch)
 			}
-			return p, uint64(storedEpoch), true, nil
+			return checkpointRow{position: p, epoch: uint64(epoch), positionEpoch: uint64(positionEpoch)}, true, nil
 		case !errors.Is(err, pgx.ErrNoRows):
-			return prev, 0, false, err
+			return row, false, err
 		}
 		// No row: create it. If another transaction created it in the
 		// meantime, this waits for it to end and inserts nothing, and the
 		// SELECT again locks what it committed.
 		tag, err := tx.Exec(ctx, `
-			INSERT INTO tidemark_checkpoints (stream, shard, position, epoch, updated_at) VALUES ($1, $2, $3, $4, now())
+			INSERT INTO tidemark_checkpoints (stream, shard, position, epoch, position_epoch, updated_at) VALUES ($1, $2, $3, $4, $4, now())
 			ON CONFLICT (stream, shard) DO NOTHING`,
 			b.Stream, b.ShardID, b.Checkpoint.String(), int64(b.Epoch))
 		if err != nil {
-			return prev, 0, false, err
+			return row, false, err
 		}
 		if tag.RowsAffected() == 1 {
-			return prev, 0, false, nil
+			return row, false, nil
 		}
 	}
-	return prev, 0, false, errors.New("the checkpoint row was created and deleted again while this batch waited for it")
+	return row, false, errors.New("the checkpoint row was created and deleted again while this batch waited for it")
 }
 
 // after returns the records after the stored checkpoint p: a checkpoint
