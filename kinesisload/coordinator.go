@@ -72,7 +72,9 @@ type Membership interface {
 	// nil, and every lease of the membership is lost ([LostStartedOver];
 	// its commits are refused). So are the leases of every other host's
 	// membership of the old generation once its coordinator sees the move
-	// (within a renew interval), whose Acquire, Initialise and Store's
+	// (within a renew interval; a coordinator that cannot read the
+	// generation in force for longer gives its leases up as self-fenced
+	// within the lease duration), whose Acquire, Initialise and Store's
 	// Identity then return such an error too. The Loader ends the session
 	// on it and joins again: a membership joined after the move belongs
 	// to the new generation, and its Initialise initialises the new

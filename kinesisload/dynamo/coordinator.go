@@ -202,6 +202,10 @@ type member struct {
 	// over is set once the fleet started over in a later generation:
 	// the session's leases are void, and Acquire returns it.
 	over error
+	// genBad is the start of the first of the rounds in a row that
+	// could not read the identity item; zero once one could (see
+	// genDue).
+	genBad time.Time
 
 	// Balance state, touched by the balance round only.
 	steal string
@@ -310,10 +314,33 @@ func (m *member) fenceDue(now time.Time) bool {
 	return now.Sub(m.lastOK) >= cfg.LeaseDuration-cfg.FenceMargin
 }
 
+// genDue reports whether the rounds have failed to read the session's
+// generation for too long: the fleet may have started over since, and
+// nothing fences the old generation's items (its commits land in the
+// archive), so a host that cannot read the identity item must stop
+// reading as a host that cannot renew does. Slow rounds that read it do
+// not count. m.mu must be held.
+func (m *member) genDue(now time.Time) bool {
+	cfg := m.c.cfg
+	return m.over == nil && !m.genBad.IsZero() && now.Sub(m.genBad) >= cfg.LeaseDuration-cfg.FenceMargin
+}
+
+// genUnread is the reason of a lease lost by genDue. m.mu must be held.
+func (m *member) genUnread(now time.Time) string {
+	return fmt.Sprintf("fenced: the stream's generation (the identity item) could not be read for %v; the fleet may have started over", now.Sub(m.genBad))
+}
+
 // checkFence fences the host when its fence is due: every lease is lost.
-// m.mu must be held.
+// It also drops every lease when the generation is due (genDue), without
+// fencing the host: its next round that reads the generation in force
+// takes shards again. m.mu must be held.
 func (m *member) checkFence() {
 	now := m.c.clk.Now()
+	if m.genDue(now) {
+		for _, l := range m.held {
+			m.lose(l, kinesisload.LostSelfFenced, m.genUnread(now))
+		}
+	}
 	if !m.fenceDue(now) || m.fenced {
 		return
 	}
@@ -533,28 +560,22 @@ func (m *member) balance() {
 	if stop {
 		return
 	}
+	began := c.clk.Now()
 	snap, err := c.query(m.ctx, m.part)
 	if err != nil {
 		if classify(err) == classFatal {
 			m.fail("Query", err)
+			return
 		}
-		return // transient; the next round tries again
+		// Transient; the next round tries again. Whether the fleet
+		// started over is still read: an old generation's leases are
+		// fenced by nothing else.
+		m.readGen(began, nil)
+		return
 	}
 	// Has the fleet started over? Generation 0's Query read the identity
 	// item; a later generation's partition does not hold it.
-	ident := snap.ident
-	if m.gen > 0 {
-		item, err := c.get(m.ctx, m.stream, itemIdentity)
-		if err != nil {
-			return
-		}
-		if item != nil {
-			if ident, err = decodeIdentity(item); err != nil {
-				return
-			}
-		}
-	}
-	if m.void(ident) != nil {
+	if !m.readGen(began, snap) {
 		return
 	}
 	now := c.clk.Now()
@@ -896,6 +917,36 @@ func (m *member) update(ctx context.Context, id string, was *shardItem, mutate f
 		}
 		was = nil
 	}
+}
+
+// readGen reads the identity item (from snap, generation 0's Query, when
+// given) and voids the session when the fleet started over; a round that
+// began at began and could not read it counts towards genDue. It reports
+// whether the round may go on: the generation was read, and is the
+// session's.
+func (m *member) readGen(began time.Time, snap *snapshot) bool {
+	ident, err := identityItem{}, error(nil)
+	if snap != nil && m.gen == 0 {
+		ident = snap.ident
+	} else {
+		var item map[string]types.AttributeValue
+		if item, err = m.c.get(m.ctx, m.stream, itemIdentity); err == nil && item != nil {
+			ident, err = decodeIdentity(item)
+		}
+	}
+	if classify(err) == classFatal {
+		m.fail("GetItem", err)
+		return false
+	}
+	m.mu.Lock()
+	switch {
+	case err == nil:
+		m.genBad = time.Time{}
+	case m.genBad.IsZero():
+		m.genBad = began
+	}
+	m.mu.Unlock()
+	return err == nil && m.void(ident) == nil
 }
 
 // void ends the session when ii, the identity item as read, is of a later

@@ -138,7 +138,10 @@
 // every lease is lost ([kinesisload.LostStartedOver]) and Acquire,
 // Initialise and the store's Identity return an error wrapping a
 // [*kinesisload.StreamMismatchError], on which the Loader joins again.
-// The new generation's partition is empty: it is initialised through its
+// Nothing else fences the old generation's items, so a round whose Query
+// fails still reads the identity item, and a host whose rounds fail to
+// read it for LeaseDuration-FenceMargin loses its leases (self-fenced, as
+// a host whose heartbeat does not land) until a round reads it again. The new generation's partition is empty: it is initialised through its
 // own init item exactly as a first run, so LATEST is resolved once for
 // the fleet on the new stream and is durable before any host reads it,
 // and no position of the old stream can reach it. A commit of the old

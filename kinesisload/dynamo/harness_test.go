@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,7 +51,8 @@ type faults struct {
 	// code without sending it (throttling, 5xx).
 	failStatus int
 	failCode   string
-	// failOp limits fail to one operation ("CreateTable"); "" is all.
+	// failOp limits fail to one operation ("CreateTable") or a few
+	// ("Query,GetItem"); "" is all.
 	failOp string
 	// loseOp limits lose to one operation ("PutItem"); "" is every write.
 	loseOp string
@@ -91,7 +93,9 @@ func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	if f.failStatus != 0 && (f.failOp == "" || strings.HasSuffix(req.Header.Get("X-Amz-Target"), "."+f.failOp)) {
+	if f.failStatus != 0 && (f.failOp == "" || slices.ContainsFunc(strings.Split(f.failOp, ","), func(op string) bool {
+		return strings.HasSuffix(req.Header.Get("X-Amz-Target"), "."+op)
+	})) {
 		status, code := f.failStatus, f.failCode
 		f.mu.Unlock()
 		body := fmt.Sprintf(`{"__type":"com.amazonaws.dynamodb.v20120810#%s","message":"injected"}`, code)

@@ -106,8 +106,13 @@ func (l *lease) lose(why kinesisload.LostReason, reason string) {
 func (l *lease) fenced() bool {
 	m := l.m
 	m.mu.Lock()
-	if !l.isLost() && m.fenceDue(m.c.clk.Now()) {
+	now := m.c.clk.Now()
+	switch {
+	case l.isLost():
+	case m.fenceDue(now):
 		m.lose(l, kinesisload.LostSelfFenced, "fenced: no heartbeat landed for too long")
+	case m.genDue(now):
+		m.lose(l, kinesisload.LostSelfFenced, m.genUnread(now))
 	}
 	m.mu.Unlock()
 	return l.isLost()
