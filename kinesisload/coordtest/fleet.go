@@ -88,6 +88,9 @@ type Fleet struct {
 	tables map[string]*table
 	hosts  map[string]*Host
 	writes map[string]int // per host, for cost tests
+	// betweenReads, when set (by the package's tests), runs in every
+	// round between its two reads: the Scan and the identity item.
+	betweenReads func(host string)
 }
 
 // table is one generation of a stream's items: what a DynamoDB table
@@ -626,9 +629,6 @@ func (m *member) round() {
 		return
 	}
 	m.fenced = false
-	if m.checkGen() != nil {
-		return // void: the Loader joins the new generation
-	}
 	// One consistent read of the table (a Scan).
 	var snap map[string]item
 	var hearts map[string]heart
@@ -650,6 +650,18 @@ func (m *member) round() {
 	})
 	if err != nil {
 		return
+	}
+	h.f.mu.Lock()
+	between := h.f.betweenReads
+	h.f.mu.Unlock()
+	if between != nil {
+		between(h.id)
+	}
+	// Then the identity item: had the fleet started over before anything
+	// the Scan shows (a host that left after starting it over), this
+	// read sees it, and the round takes nothing of the old generation.
+	if m.checkGen() != nil {
+		return // void: the Loader joins the new generation
 	}
 	for id, hb := range hearts {
 		if id == h.id {
