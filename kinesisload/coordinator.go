@@ -158,7 +158,10 @@ type Lease interface {
 	Shard() string
 
 	// Epoch is the fencing token: it changes (grows) every time the
-	// shard's owner changes, and every commit is conditional on it. The
+	// shard's owner changes, and every commit is conditional on it. It
+	// grows across a fleet-wide start-over too: a lease of the new
+	// generation has an epoch above every one of the old (coordtest and
+	// kinesisload/dynamo start generation N's epochs above N<<32). The
 	// default coordinator's epoch is always 0.
 	Epoch() uint64
 

@@ -135,6 +135,13 @@ func partition(stream string, gen uint64) string {
 	return fmt.Sprintf("%s#gen%d", stream, gen)
 }
 
+// epochBase is where the epochs of generation gen start: a lease of a
+// later generation has an epoch above every one of the earlier (2^32
+// owner changes per shard and generation), so that the epoch grows across
+// a start-over too, and a TransactionalSink fencing by it refuses a late
+// batch of the old generation's owner.
+func epochBase(gen uint64) uint64 { return gen << 32 }
+
 // heart is a host's heartbeat item.
 type heart struct {
 	Counter uint64
@@ -876,7 +883,7 @@ func (m *member) heartbeat(began time.Time) {
 // take acquires shard id as it was in the snapshot: owner us, epoch+1, on
 // condition that owner and epoch are still what we saw. m.mu must be held.
 func (m *member) take(id string, was item) bool {
-	epoch := was.Epoch + 1
+	epoch := max(was.Epoch, epochBase(m.gen)) + 1
 	var granted kinesisload.ShardProgress
 	cond := func(it *item) bool { return it.Owner == was.Owner && it.Epoch == was.Epoch }
 	err := m.h.access(m.part, true, func(tb *table) error {

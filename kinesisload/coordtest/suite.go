@@ -1175,6 +1175,13 @@ func testStartOver(t *testing.T, h Harness) {
 			if l.Acquired() != kinesisload.AcquireInitial {
 				t.Errorf("%s of the new stream acquired as %v, want %v (a shard never owned)", id, l.Acquired(), kinesisload.AcquireInitial)
 			}
+			// The epoch grows with every owner change, across
+			// generations too: a TransactionalSink that stored a batch
+			// of the old generation under its epoch must refuse the old
+			// owner's late batches and take the new owner's.
+			if was, ok := old[id]; ok && l.Epoch() <= was.Epoch() {
+				t.Errorf("%s of the new stream leased at epoch %d, not above the old generation's %d: a Sink fencing by epoch would take a late batch of the old owner over the new one's", id, l.Epoch(), was.Epoch())
+			}
 			if p := l.Progress().Position.String(); p != first {
 				t.Errorf("%s of the new stream granted at %s, want its initialised %s", id, p, first)
 			}

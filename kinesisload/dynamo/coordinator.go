@@ -793,7 +793,7 @@ func (m *member) take(was *shardItem, committed string) bool {
 		p.State = kinesisload.StateActive // every parent is COMPLETED
 	}
 	next := was.folded(p, committed)
-	next.owner, next.epoch, next.handoff, next.ver, next.rate = me, was.epoch+1, "", was.ver+1, 0
+	next.owner, next.epoch, next.handoff, next.ver, next.rate = me, max(was.epoch, epochBase(m.gen))+1, "", was.ver+1, 0
 	err := c.putShard(m.ctx, m.part, was, next, false)
 	if cl := classify(err); cl == classCondition || cl == classUnknown {
 		got, rerr := c.getShard(m.ctx, m.part, was.id)

@@ -141,10 +141,14 @@
 // Nothing else fences the old generation's items, so a round whose Query
 // fails still reads the identity item, and a host whose rounds fail to
 // read it for LeaseDuration-FenceMargin loses its leases (self-fenced, as
-// a host whose heartbeat does not land) until a round reads it again. The new generation's partition is empty: it is initialised through its
+// a host whose heartbeat does not land) until a round reads it again.
+// The new generation's partition is empty: it is initialised through its
 // own init item exactly as a first run, so LATEST is resolved once for
 // the fleet on the new stream and is durable before any host reads it,
-// and no position of the old stream can reach it. A commit of the old
+// and no position of the old stream can reach it. Its epochs start above
+// N<<32, so that a lease's epoch grows across the start-over too (a
+// TransactionalSink fencing by it refuses the old generation's late
+// batches). A commit of the old
 // generation that races with the start-over lands in the old partition,
 // the archive, which is never deleted ([Coordinator.Inspect] shows it).
 // A start-over to a stream created no later than the one in force is

@@ -600,6 +600,13 @@ func (ii identityItem) encode(stream string) (map[string]types.AttributeValue, e
 	return m, nil
 }
 
+// epochBase is where the epochs of generation gen start: a lease of a
+// later generation has an epoch above every one of the earlier (2^32
+// owner changes per shard and generation), so that the epoch grows across
+// a start-over too, and a TransactionalSink fencing by it refuses a late
+// batch of the old generation's owner.
+func epochBase(gen uint64) uint64 { return gen << 32 }
+
 // partition is the partition key of stream's generation gen: the stream's
 // name for generation 0 (the only one before a start-over, and the home of
 // the identity item), name#genN after N start-overs ('#' is in no stream
