@@ -122,7 +122,7 @@ func (c *Coordinator) Join(ctx context.Context, stream string) (kinesisload.Memb
 	}
 	c.mu.Unlock()
 	bg, cancel := context.WithCancel(context.Background())
-	m := &member{c: c, stream: stream, ctx: bg, cancel: cancel, held: map[string]*lease{}, seen: map[string]seen{},
+	m := &member{c: c, stream: stream, ctx: bg, cancel: cancel, held: map[string]*lease{}, unsure: map[string]uint64{}, seen: map[string]seen{},
 		offer: map[string]bool{}, wake: make(chan struct{}, 1), ticks: make(chan chan struct{}), quit: make(chan struct{}), rounds: make(chan struct{})}
 	// The generation in force: the session belongs to it to the end.
 	ii, err := m.readIdentity(ctx)
@@ -199,6 +199,11 @@ type member struct {
 	granted   []*lease
 	offer     map[string]bool
 	digest    uint64
+	// unsure maps a shard to the epoch of a take that may have landed
+	// with no lease to show for it: its answer was lost and could not be
+	// read back, or it landed after Leave began (Leave ends the rounds'
+	// calls). Leave gives these up too, on condition of that epoch.
+	unsure map[string]uint64
 	// over is set once the fleet started over in a later generation:
 	// the session's leases are void, and Acquire returns it.
 	over error
@@ -607,6 +612,11 @@ func (m *member) balance() {
 		m.digest = d
 		m.signal()
 	}
+	for id, epoch := range m.unsure {
+		if it, ok := snap.shards[id]; !ok || it.owner != me || it.epoch != epoch {
+			delete(m.unsure, id) // it did not land, or moved on since
+		}
+	}
 	var flush []*lease
 	for id, l := range m.held {
 		it, ok := snap.shards[id]
@@ -796,8 +806,16 @@ func (m *member) take(was *shardItem, committed string) bool {
 	next.owner, next.epoch, next.handoff, next.ver, next.rate = me, max(was.epoch, epochBase(m.gen))+1, "", was.ver+1, 0
 	err := c.putShard(m.ctx, m.part, was, next, false)
 	if cl := classify(err); cl == classCondition || cl == classUnknown {
+		// A refused condition may be the SDK's retry of a write that
+		// landed: read back either way.
 		got, rerr := c.getShard(m.ctx, m.part, was.id)
-		if rerr != nil || got.owner != me || got.epoch != next.epoch {
+		if rerr != nil {
+			m.mu.Lock()
+			m.unsure[was.id] = next.epoch // it may have landed
+			m.mu.Unlock()
+			return false
+		}
+		if got.owner != me || got.epoch != next.epoch {
 			return false
 		}
 		next, err = got, nil
@@ -808,8 +826,12 @@ func (m *member) take(was *shardItem, committed string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.left || m.fenced {
-		return false // ours in the table; it expires, or we take it again
+		// Ours in the table, but no lease: Leave gives it up (a fenced
+		// host's expires, or it takes it again).
+		m.unsure[was.id] = next.epoch
+		return false
 	}
+	delete(m.unsure, was.id)
 	granted := next.visible(committed)
 	l := &lease{m: m, shard: was.id, epoch: next.epoch, progress: granted, acquired: m.acquireReason(was), cache: next, lastWrite: c.clk.Now(),
 		lost: make(chan struct{}), handoff: make(chan struct{})}
@@ -1035,9 +1057,10 @@ func (m *member) Acquire(ctx context.Context, ready []string) ([]kinesisload.Lea
 }
 
 // Leave implements [kinesisload.Membership]: the rounds stop, every lease
-// still held is released (its coalesced position written first), and the
-// heartbeat item is marked left so that the other hosts count this host
-// out at once.
+// still held is released (its coalesced position written first), so is
+// every shard a take may have won without a lease to show for it (see
+// member.unsure), and the heartbeat item is marked left so that the other
+// hosts count this host out at once.
 func (m *member) Leave(ctx context.Context) error {
 	m.mu.Lock()
 	if m.left {
@@ -1049,8 +1072,17 @@ func (m *member) Leave(ctx context.Context) error {
 	m.cancel()
 	close(m.quit)
 	m.wg.Wait()
+	// No round runs any more: what it took is in held or unsure.
 	m.mu.Lock()
 	held := slices.Collect(maps.Values(m.held))
+	for id, epoch := range m.unsure {
+		if l := m.held[id]; l == nil || l.epoch != epoch {
+			// Not read yet (cache nil): released only if the item says
+			// it is ours at that epoch.
+			held = append(held, &lease{m: m, shard: id, epoch: epoch, lost: make(chan struct{}), handoff: make(chan struct{})})
+		}
+	}
+	m.unsure = map[string]uint64{}
 	m.mu.Unlock()
 	var errs []error
 	for _, l := range held {

@@ -59,6 +59,12 @@ type faults struct {
 	// blockOp makes every call of that operation wait until it is
 	// cleared or the call's context ends.
 	blockOp string
+	// holdOp makes the next call of that operation reach DynamoDB (it
+	// lands) and then withholds its answer until the call's context
+	// ends, when the call fails with the context's error; landed is told
+	// when it landed. Once: holdOp is cleared.
+	holdOp string
+	landed chan<- struct{}
 }
 
 func newFaults() *faults {
@@ -114,8 +120,19 @@ func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
 	if lose {
 		f.lose--
 	}
+	hold, landed := f.holdOp != "" && strings.HasSuffix(req.Header.Get("X-Amz-Target"), "."+f.holdOp), f.landed
+	if hold {
+		f.holdOp = ""
+	}
 	f.mu.Unlock()
 	resp, err := f.base.RoundTrip(req)
+	if hold && err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		landed <- struct{}{}
+		<-req.Context().Done()
+		return nil, req.Context().Err()
+	}
 	if lose && err == nil {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
