@@ -1050,8 +1050,15 @@ func (m *member) Acquire(ctx context.Context, ready []string) ([]kinesisload.Lea
 	}
 	m.granted = nil
 	m.mu.Unlock()
-	for _, l := range drop {
-		_ = l.Release(ctx)
+	if len(drop) > 0 {
+		// Given up even when ctx ends meanwhile (the Loader stopping):
+		// a failed Release is not retried by Leave, so the shard would
+		// stay this host's until its lease expired.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.LeaseDuration)
+		defer cancel()
+		for _, l := range drop {
+			_ = l.Release(rctx)
+		}
 	}
 	return out, nil
 }

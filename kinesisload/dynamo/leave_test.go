@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,4 +74,77 @@ func TestLeaveReleasesATakeInFlight(t *testing.T) {
 	if !sh.Progress.Position.Equal(scan.AfterSequence("100")) {
 		t.Errorf("shard-0 at %v after the release, want its position kept at 100", sh.Progress.Position)
 	}
+}
+
+// endsAfterCheck is a context that ends right after its first check: the
+// Loader stopping while Acquire runs.
+type endsAfterCheck struct {
+	context.Context
+	checks atomic.Int32
+	done   chan struct{}
+}
+
+func (c *endsAfterCheck) Err() error {
+	if c.checks.Add(1) == 1 {
+		return nil
+	}
+	return context.Canceled
+}
+
+func (c *endsAfterCheck) Done() <-chan struct{} {
+	if c.checks.Load() == 0 {
+		return nil
+	}
+	return c.done
+}
+
+// Acquire gives up a lease granted for a shard the Loader no longer
+// offers, even when its context ends during the call (the Loader
+// stopping): the shard is free at once, not this host's until the lease
+// expires. (Before, the Release failed on the ended context and the lease
+// was forgotten, so Leave did not release it either.)
+func TestAcquireReleasesADroppedLeaseWhileStopping(t *testing.T) {
+	e := emulator.Start(t, emulator.Dynalite)
+	h := newHarness(t, e.Endpoint)
+	ctx := context.Background()
+	m, err := h.Host("a").Join(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ups := []kinesisload.ShardProgress{
+		{ShardID: "shard-0", State: kinesisload.StateActive, Position: scan.AfterSequence("100")},
+		{ShardID: "shard-1", State: kinesisload.StateActive, Position: scan.AfterSequence("100")},
+	}
+	if err := m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error { return st.Save(ctx, "s", ups) }); err != nil {
+		t.Fatal(err)
+	}
+	both := []string{"shard-0", "shard-1"}
+	if _, err := m.Acquire(ctx, both); err != nil {
+		t.Fatal(err)
+	}
+	_, renew := h.Timing()
+	h.Advance(renew) // the round takes both; Acquire has not handed them out
+	ls, err := m.Acquire(&endsAfterCheck{Context: ctx, done: closedChan()}, []string{"shard-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 1 || ls[0].Shard() != "shard-0" {
+		t.Fatalf("Acquire = %v, want shard-0 alone", ls)
+	}
+	info, err := h.host("a").c.Inspect(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh := info.Shards["shard-1"]; sh.Epoch != 1 || sh.Owner != "" {
+		t.Errorf("shard-1 owned by %q at epoch %d after Acquire dropped it, want free at epoch 1", sh.Owner, sh.Epoch)
+	}
+	if err := m.Leave(ctx); err != nil {
+		t.Errorf("Leave = %v", err)
+	}
+}
+
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
 }
