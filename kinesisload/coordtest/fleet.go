@@ -1142,7 +1142,11 @@ func (m *member) commitInit(ctx context.Context, token string) error {
 
 // Leave implements [kinesisload.Membership].
 func (m *member) Leave(ctx context.Context) error {
+	// left first: a round holds m.mu throughout and returns at once once
+	// left is set, so none takes a shard after held is read (it could
+	// retake one this very Leave released, and keep it).
 	m.mu.Lock()
+	m.left = true
 	held := slices.Collect(maps.Values(m.held))
 	m.mu.Unlock()
 	var errs []error
@@ -1150,7 +1154,6 @@ func (m *member) Leave(ctx context.Context) error {
 		errs = append(errs, l.Release(ctx))
 	}
 	m.mu.Lock()
-	m.left = true
 	for _, l := range m.held {
 		m.lose(l, kinesisload.LostReleased, "left")
 	}
