@@ -212,7 +212,8 @@ type Lease interface {
 	Commit(ctx context.Context, u ShardProgress) error
 
 	// Release gives the lease up: the shard is free for another host at
-	// once. The Loader calls it after the shard's loop returned without
+	// once, and this host does not take it back before the Loader offers
+	// it again (the next [Membership.Acquire] that lists it). The Loader calls it after the shard's loop returned without
 	// losing the lease (a handoff, the shard completed, the session
 	// stopped), and after a [TransactionalSink] refused a batch of the
 	// lease as from a lost lease ([LostSinkFenced]), which the

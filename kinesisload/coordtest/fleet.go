@@ -1348,6 +1348,9 @@ func (l *lease) Release(ctx context.Context) error {
 	if m.held[l.shard] == l {
 		delete(m.held, l.shard)
 	}
+	// Not ours to take back until the Loader offers it again (Acquire):
+	// a released shard is for another host.
+	delete(m.offer, l.shard)
 	err := h.access(m.part, true, func(tb *table) error {
 		it := tb.items[l.shard]
 		if it == nil || it.Owner != h.id || it.Epoch != l.epoch {

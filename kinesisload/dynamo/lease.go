@@ -271,6 +271,9 @@ func (l *lease) Release(ctx context.Context) error {
 	l.wmu.Unlock()
 	m.mu.Lock()
 	m.lose(l, kinesisload.LostReleased, "released")
+	// Not ours to take back until the Loader offers it again (Acquire):
+	// a released shard is for another host.
+	delete(m.offer, l.shard)
 	m.mu.Unlock()
 	return err
 }

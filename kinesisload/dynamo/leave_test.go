@@ -148,3 +148,50 @@ func closedChan() chan struct{} {
 	close(c)
 	return c
 }
+
+// A lease the Loader releases is not taken back by the same host's next
+// rounds on the strength of the Loader's earlier offer: the shard stays
+// free for another host until the Loader offers it again (taking it back
+// bumped the epoch on every Close and kept the shard from the host it was
+// handed to until Leave).
+func TestReleasedLeaseNotTakenBackUntilOfferedAgain(t *testing.T) {
+	e := emulator.Start(t, emulator.Dynalite)
+	h := newHarness(t, e.Endpoint)
+	ctx := context.Background()
+	m, err := h.Host("a").Join(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Leave(context.Background()) })
+	ups := []kinesisload.ShardProgress{{ShardID: "shard-0", State: kinesisload.StateActive, Position: scan.AfterSequence("100")}}
+	if err := m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error { return st.Save(ctx, "s", ups) }); err != nil {
+		t.Fatal(err)
+	}
+	_, renew := h.Timing()
+	var l kinesisload.Lease
+	for range 10 {
+		ls, err := m.Acquire(ctx, []string{"shard-0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ls) == 1 {
+			l = ls[0]
+			break
+		}
+		h.Advance(renew)
+	}
+	if l == nil {
+		t.Fatal("shard-0 never granted")
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.Advance(5 * renew)
+	info, err := h.host("a").c.Inspect(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh := info.Shards["shard-0"]; sh.Owner != "" {
+		t.Fatalf("after Release and rounds with no new offer, shard-0 is owned by %q at epoch %d (was %d); want free", sh.Owner, sh.Epoch, l.Epoch())
+	}
+}
