@@ -1,0 +1,24 @@
+package sinktest
+
+// flaw is a set of deliberate breaks of the contract in a [Memory], one
+// per rule, that the package's tests use to prove the conformance suite
+// fails a Sink that breaks that rule. NewMemory sets none.
+type flaw uint32
+
+const (
+	flawNoA                flaw = 1 << iota // (a) skipped: a stored batch goes on to (b)-(d)
+	flawAOnlyPast                           // (a) only for a checkpoint strictly behind: an equal one goes on
+	flawARaisesEpoch                        // (a) stores a higher epoch as the one epoch
+	flawNoB                                 // (b) skipped: a lower epoch is stored like (c)
+	flawBNotLeaseLost                       // (b) refuses with an error that does not wrap ErrLeaseLost
+	flawCStoresAll                          // (c) stores every record of a new owner's overlap
+	flawCAsD                                // (c) refuses a new owner's overlap as (d) does
+	flawCKeepsAtCheckpoint                  // (c) and (d) treat the record the checkpoint is after as not stored
+	flawNoD                                 // (d) skips the overlap silently instead of failing
+	flawNoEmpty                             // a batch with no records stores no checkpoint
+	flawSeqKey                              // records keyed by sequence number only: an aggregate keeps its first user record
+	flawAllStreams                          // Checkpoints returns the shards of every stream
+	flawNoLock                              // the checks and the write are not one transaction under the shard's lock
+)
+
+func (f flaw) has(g flaw) bool { return f&g != 0 }

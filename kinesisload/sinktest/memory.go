@@ -1,0 +1,370 @@
+package sinktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// ErrOverlap is wrapped by the error [Memory.Deliver] returns for check (d):
+// a batch of the epoch that stored the shard's checkpoint overlaps that
+// checkpoint. It never wraps [kinesisload.ErrLeaseLost].
+var ErrOverlap = errors.New("sinktest: batch overlaps the stored checkpoint at the same epoch")
+
+// ErrBadBatch is wrapped by the error [Memory.Deliver] returns for a batch
+// the Loader never makes: no stream or shard, a checkpoint that is not a
+// stored position (LATEST, invalid), records out of shard order, or a
+// checkpoint before its last record.
+var ErrBadBatch = errors.New("sinktest: malformed batch")
+
+// Memory is an in-memory [kinesisload.TransactionalSink] that keeps the
+// contract of TransactionalSink exactly, in its one-epoch form: the
+// reference implementation, for tests and to read. A zero Memory is not
+// valid: use [NewMemory].
+//
+// It is one database shared by every host of a fleet: give each host's
+// Loader the same Memory (or a wrapper of it that records who delivered).
+// It is safe for concurrent use; one mutex plays the lock of the shard's
+// row (SELECT ... FOR UPDATE), held for the whole of a Deliver, so a
+// Deliver is one transaction: all of it is stored or none.
+//
+// Per shard (keyed by stream name and shard ID) it holds the records
+// stored, in the order stored, and one row: the checkpoint and the epoch
+// of the batch that stored it ([Checkpoint]).
+type Memory struct {
+	mu      sync.Mutex
+	shards  map[shardKey]*shardRows
+	refused []Refusal
+
+	// flaws breaks the contract on purpose, for the package's tests that
+	// prove the conformance suite catches each broken rule; always 0 in
+	// a Memory from NewMemory.
+	flaws flaw
+}
+
+var _ kinesisload.TransactionalSink = (*Memory)(nil)
+
+type shardKey struct{ stream, shard string }
+
+// shardRows is what Memory holds for one shard.
+type shardRows struct {
+	row     Checkpoint
+	records []Stored
+}
+
+// Checkpoint is a shard's row: where reading resumes, and the epoch it was
+// stored at, written in the same transaction as the records.
+type Checkpoint struct {
+	// Position is the Batch.Checkpoint of the last batch that stored
+	// anything (a start batch included).
+	Position scan.Position
+	// Epoch is the Batch.Epoch of that batch: the one epoch of the
+	// contract, compared in checks (b), (c) and (d).
+	Epoch uint64
+}
+
+// Stored is a record as [Memory] stored it.
+type Stored struct {
+	kinesisload.Record
+	// Epoch is the Batch.Epoch of the batch that stored the record.
+	Epoch uint64
+}
+
+// Refusal is a batch [Memory] refused by check (b), with an error that
+// wraps [kinesisload.ErrLeaseLost].
+type Refusal struct {
+	// Batch is the batch refused.
+	Batch kinesisload.Batch
+	// Held is the shard's row when it was refused: Held.Epoch is above
+	// Batch.Epoch.
+	Held Checkpoint
+}
+
+// NewMemory returns an empty Memory.
+func NewMemory() *Memory { return &Memory{shards: map[shardKey]*shardRows{}} }
+
+// Deliver stores b in one transaction: see [Memory.Store].
+func (m *Memory) Deliver(ctx context.Context, b kinesisload.Batch) error {
+	_, err := m.Store(ctx, b)
+	return err
+}
+
+// Store is Deliver that also returns how many of b's records it stored:
+// all of them for a batch that follows the stored checkpoint, fewer for a
+// new owner's overlap (c), none for a batch stored already (a) or refused.
+//
+// Under the shard's lock it checks, in the order of the contract:
+//
+//   - (a) b.Checkpoint is not further than the stored checkpoint
+//     ([scan.Compare] <= 0): b is stored already. A re-delivery after an
+//     unknown outcome (the answer to a COMMIT was lost, or ctx ended
+//     during it), a start batch for a shard that has a checkpoint, a new
+//     owner whose lease lags the store, a batch after SHARD_END (SHARD_END
+//     is last). Store nothing, change nothing (not even the epoch: a new
+//     owner's next batch may still overlap what is stored, see (c)), and
+//     return nil. It comes first, so an epoch-0 start batch is never
+//     refused by (b).
+//   - (b) b.Epoch is below the stored epoch: the sender lost the shard's
+//     lease to a newer owner that stored a batch. Store nothing and return
+//     an error wrapping [kinesisload.ErrLeaseLost]; the Loader stops that
+//     shard at once (LostSinkFenced). The batch is kept in [Memory.Refused].
+//   - (c) b.Epoch is above the stored epoch: a new owner, resuming from a
+//     fleet table that may lag the store. Store only the records after the
+//     stored checkpoint: record r is after checkpoint c when
+//     scan.Compare(scan.AfterSequence(r.SequenceNumber), c) > 0 (a
+//     checkpoint is always after a whole Kinesis record, so the user
+//     records of one KPL aggregate are all after it or none is).
+//   - (d) the same epoch (one lease, or no fleet: every epoch 0): b must
+//     start after the stored checkpoint. A record at or before it is a bug
+//     of the sender: store nothing and return an error wrapping
+//     [ErrOverlap] (not ErrLeaseLost, so the Loader stops and says so).
+//
+// Unless (a) or (b) returned, the records kept are appended and the row
+// becomes (b.Checkpoint, b.Epoch), in the same transaction. A batch with
+// no records (a shard's start, or SHARD_END) stores only its checkpoint.
+//
+// A malformed batch (see [ErrBadBatch]) stores nothing and returns an error
+// naming the stream and shard; so does an ended ctx, before the
+// transaction.
+func (m *Memory) Store(ctx context.Context, b kinesisload.Batch) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("sinktest: stream %s, shard %s: %w", b.Stream, b.ShardID, err)
+	}
+	if err := validate(b); err != nil {
+		return 0, fmt.Errorf("sinktest: stream %s, shard %s, batch ending at %v: %w", b.Stream, b.ShardID, b.Checkpoint, err)
+	}
+	if m.flaws.has(flawNoLock) {
+		return m.unlocked(b)
+	}
+	m.mu.Lock() // SELECT ... FOR UPDATE of the shard's row
+	defer m.mu.Unlock()
+	key := shardKey{b.Stream, b.ShardID}
+	var row *Checkpoint
+	if s := m.shards[key]; s != nil {
+		row = &s.row
+	}
+	keep, err := m.check(b, row)
+	if err != nil || keep == nil {
+		return 0, err
+	}
+	return m.apply(key, b, keep), nil
+}
+
+// none is the empty, non-nil slice of records: check's answer for a
+// batch that stores only its checkpoint.
+var none = []kinesisload.Record{}
+
+// check runs the checks of the contract on b against the shard's row (nil
+// when the shard has none) and returns the records to store: nil to store
+// nothing ((a), or an error), empty to store only the checkpoint.
+func (m *Memory) check(b kinesisload.Batch, row *Checkpoint) ([]kinesisload.Record, error) {
+	if len(b.Records) == 0 && m.flaws.has(flawNoEmpty) {
+		return nil, nil
+	}
+	if row == nil {
+		// No row: the shard's first batch stores all of itself.
+		return append(none, b.Records...), nil
+	}
+	if !m.flaws.has(flawNoA) {
+		// (a) Stored already: nothing to do.
+		c, err := scan.Compare(b.Checkpoint, row.Position)
+		if err != nil {
+			return nil, m.fail(b, err)
+		}
+		if c < 0 || c == 0 && !m.flaws.has(flawAOnlyPast) {
+			if m.flaws.has(flawARaisesEpoch) && b.Epoch > row.Epoch {
+				row.Epoch = b.Epoch
+			}
+			return nil, nil
+		}
+	}
+	if b.Epoch < row.Epoch && !m.flaws.has(flawNoB) {
+		// (b) The sender lost the lease to a newer owner.
+		if m.flaws.has(flawBNotLeaseLost) {
+			return nil, m.fail(b, errors.New("fenced"))
+		}
+		m.refused = append(m.refused, Refusal{Batch: b, Held: *row})
+		return nil, m.fail(b, fmt.Errorf("%w: the shard is held at epoch %d (checkpoint %v)", kinesisload.ErrLeaseLost, row.Epoch, row.Position))
+	}
+	// (c) or (d).
+	keep, err := m.after(b, *row)
+	if err != nil {
+		return nil, m.fail(b, err)
+	}
+	return append(none, keep...), nil
+}
+
+// apply stores keep and b's checkpoint and epoch as the shard's row, and
+// returns how many records it stored.
+func (m *Memory) apply(key shardKey, b kinesisload.Batch, keep []kinesisload.Record) int {
+	s := m.shards[key]
+	if s == nil {
+		s = &shardRows{}
+		m.shards[key] = s
+	}
+	for i, r := range keep {
+		if m.flaws.has(flawSeqKey) && i > 0 && r.SequenceNumber == keep[i-1].SequenceNumber {
+			continue
+		}
+		s.records = append(s.records, Stored{Record: r, Epoch: b.Epoch})
+	}
+	s.row = Checkpoint{Position: b.Checkpoint, Epoch: b.Epoch}
+	return len(keep)
+}
+
+// unlocked is the transaction of a Memory broken by flawNoLock: the checks
+// and the write under two locks, with a pause between, so that another
+// Deliver of the shard can run in between (check, then act).
+func (m *Memory) unlocked(b kinesisload.Batch) (int, error) {
+	key := shardKey{b.Stream, b.ShardID}
+	m.mu.Lock()
+	var row *Checkpoint
+	if s := m.shards[key]; s != nil {
+		r := s.row
+		row = &r
+	}
+	keep, err := m.check(b, row)
+	m.mu.Unlock()
+	if err != nil || keep == nil {
+		return 0, err
+	}
+	time.Sleep(time.Millisecond)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.apply(key, b, keep), nil
+}
+
+// after returns the records of b after the stored row's checkpoint: for a
+// new owner (c) it drops the others, for the same epoch (d) any such
+// record is an error. b.Epoch is not below row.Epoch.
+func (m *Memory) after(b kinesisload.Batch, row Checkpoint) ([]kinesisload.Record, error) {
+	var keep []kinesisload.Record
+	for _, r := range b.Records {
+		c, err := scan.Compare(scan.AfterSequence(r.SequenceNumber), row.Position)
+		if err != nil {
+			return nil, err
+		}
+		if m.flaws.has(flawCKeepsAtCheckpoint) {
+			c++
+		}
+		switch {
+		case c > 0 || m.flaws.has(flawCStoresAll) && b.Epoch > row.Epoch:
+			keep = append(keep, r)
+		case b.Epoch == row.Epoch && !m.flaws.has(flawNoD):
+			// (d) The same lease overlaps what it stored.
+			return nil, fmt.Errorf("%w: record %s (sub-sequence %d) is at or before the checkpoint %v stored at epoch %d",
+				ErrOverlap, r.SequenceNumber, r.SubSequenceNumber, row.Position, row.Epoch)
+		case m.flaws.has(flawCAsD):
+			return nil, fmt.Errorf("%w: new owner", ErrOverlap)
+		}
+		// (c) A new owner's overlap: stored already, skip it.
+	}
+	return keep, nil
+}
+
+// fail wraps err with the batch.
+func (m *Memory) fail(b kinesisload.Batch, err error) error {
+	return fmt.Errorf("sinktest: stream %s, shard %s, batch of %d records ending at %v at epoch %d: %w",
+		b.Stream, b.ShardID, len(b.Records), b.Checkpoint, b.Epoch, err)
+}
+
+// validate checks what the Loader guarantees of every batch.
+func validate(b kinesisload.Batch) error {
+	if b.Stream == "" || b.ShardID == "" {
+		return fmt.Errorf("%w: no stream name or shard ID", ErrBadBatch)
+	}
+	if err := b.Checkpoint.Validate(); err != nil {
+		return fmt.Errorf("%w: checkpoint: %w", ErrBadBatch, err)
+	}
+	if b.Checkpoint.Kind == scan.KindLatest {
+		return fmt.Errorf("%w: checkpoint LATEST has no fixed place", ErrBadBatch)
+	}
+	for i, r := range b.Records {
+		if err := scan.ValidateSequence(r.SequenceNumber); err != nil {
+			return fmt.Errorf("%w: record %d: %w", ErrBadBatch, i, err)
+		}
+		if i == 0 {
+			continue
+		}
+		p := b.Records[i-1]
+		c := scan.CompareSequence(p.SequenceNumber, r.SequenceNumber)
+		if c > 0 || c == 0 && p.SubSequenceNumber >= r.SubSequenceNumber {
+			return fmt.Errorf("%w: record %d (%s, sub-sequence %d) is not after record %d (%s, sub-sequence %d)",
+				ErrBadBatch, i, r.SequenceNumber, r.SubSequenceNumber, i-1, p.SequenceNumber, p.SubSequenceNumber)
+		}
+	}
+	if n := len(b.Records); n > 0 {
+		last := b.Records[n-1].SequenceNumber
+		if c, err := scan.Compare(scan.AfterSequence(last), b.Checkpoint); err != nil || c > 0 {
+			return fmt.Errorf("%w: the checkpoint is before the last record %s", ErrBadBatch, last)
+		}
+	}
+	return nil
+}
+
+// Checkpoints returns the checkpoint stored for every shard of stream: an
+// empty map when none is.
+func (m *Memory) Checkpoints(ctx context.Context, stream string) (map[string]scan.Position, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]scan.Position{}
+	for k, s := range m.shards {
+		if k.stream == stream || m.flaws.has(flawAllStreams) {
+			out[k.shard] = s.row.Position
+		}
+	}
+	return out, nil
+}
+
+// Checkpoint returns shard's row: its checkpoint and the epoch it was
+// stored at; false when nothing is stored for the shard.
+func (m *Memory) Checkpoint(stream, shard string) (Checkpoint, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.shards[shardKey{stream, shard}]
+	if s == nil {
+		return Checkpoint{}, false
+	}
+	return s.row, true
+}
+
+// Stored returns the records stored for shard, in the order stored (shard
+// order): a record stored twice would appear twice. The slice is a copy.
+func (m *Memory) Stored(stream, shard string) []Stored {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.shards[shardKey{stream, shard}]
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.records)
+}
+
+// Shards returns the IDs of the shards of stream that have a row, sorted.
+func (m *Memory) Shards(stream string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for k := range maps.Keys(m.shards) {
+		if k.stream == stream {
+			out = append(out, k.shard)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Refused returns the batches refused by check (b), oldest first. The
+// slice is a copy.
+func (m *Memory) Refused() []Refusal {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.refused)
+}

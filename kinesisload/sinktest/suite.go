@@ -1,0 +1,571 @@
+package sinktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// Harness is what the conformance suite needs of a
+// [kinesisload.TransactionalSink]: handles on one store, and a way to read
+// back what is stored.
+type Harness interface {
+	// Sink returns host's handle on the store. Every handle of one
+	// Harness shares the store (one database): the suite delivers a
+	// zombie's batches through one ("a") and a new owner's through
+	// another ("b"), concurrently in one case. The handles may be one
+	// and the same Sink.
+	Sink(host string) kinesisload.TransactionalSink
+	// Stored returns the records stored for shard of stream, one entry
+	// per stored copy (a record stored twice, if the store allows it,
+	// appears twice), in any order: the suite sorts them by sequence and
+	// sub-sequence number. Each needs SequenceNumber,
+	// SubSequenceNumber, PartitionKey and Data as delivered; the other
+	// fields are not compared.
+	Stored(ctx context.Context, stream, shard string) ([]kinesisload.Record, error)
+}
+
+// Harness returns m as a [Harness] for [Run]: every host's handle is m.
+func (m *Memory) Harness() Harness { return memoryHarness{m} }
+
+type memoryHarness struct{ m *Memory }
+
+func (h memoryHarness) Sink(string) kinesisload.TransactionalSink { return h.m }
+
+func (h memoryHarness) Stored(_ context.Context, stream, shard string) ([]kinesisload.Record, error) {
+	var out []kinesisload.Record
+	for _, s := range h.m.Stored(stream, shard) {
+		out = append(out, s.Record)
+	}
+	return out, nil
+}
+
+// Run runs the conformance suite of the [kinesisload.TransactionalSink]
+// contract: each case as a subtest, on a Harness from newHarness. Every
+// case uses a stream name of its own ("sinktest-<case>"), so newHarness
+// may return handles on one store for every case (a database created
+// once) as well as a fresh one.
+//
+// Both forms of the contract pass: the one epoch stored with the
+// checkpoint (as [Memory]), and the sooner fence of a second, highest
+// delivered epoch raised by check (a) (as examples/postgres): where they
+// differ (a host that lost the lease delivers the batch after the new
+// owner's first one, which was stored whole) the suite accepts the batch
+// stored or refused with ErrLeaseLost, and checks that every record is
+// stored once either way.
+func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := c.run(ctx, h); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// suiteCase is one case of the suite: run returns its first failure.
+type suiteCase struct {
+	name string
+	run  func(ctx context.Context, h Harness) error
+}
+
+// cases are the cases of Run, in order.
+var cases = []suiteCase{
+	{"StartBatch", testStartBatch},
+	{"Redelivery", testRedelivery},
+	{"LowerEpochRefused", testLowerEpoch},
+	{"NewOwnerOverlap", testNewOwnerOverlap},
+	{"NewOwnerLagging", testNewOwnerLagging},
+	{"ZombieAfterNoOp", testZombieAfterNoOp},
+	{"SameEpochOverlap", testSameEpochOverlap},
+	{"SingleProcess", testSingleProcess},
+	{"ShardEnd", testShardEnd},
+	{"Aggregated", testAggregated},
+	{"ConcurrentZombie", testConcurrentZombie},
+	{"Checkpoints", testCheckpoints},
+}
+
+// The cases deliver hand-made batches: record i of a shard has sequence
+// number seq(i) and data "r-<i>" (an aggregate's user record j:
+// "r-<i>.<j>").
+
+const shard0, shard1, shard2, shard3 = "shardId-000000000000", "shardId-000000000001", "shardId-000000000002", "shardId-000000000003"
+
+func seq(i int) string { return strconv.Itoa(49_000_000 + 10*i) }
+
+// arrival is every record's ArrivalTime: whole milliseconds, as Kinesis
+// gives it.
+var arrival = time.UnixMilli(1_700_000_000_000).UTC()
+
+func record(i int) kinesisload.Record {
+	return kinesisload.Record{Data: fmt.Appendf(nil, "r-%03d", i), PartitionKey: "pk-" + strconv.Itoa(i%7),
+		SequenceNumber: seq(i), ArrivalTime: arrival}
+}
+
+// aggregate returns the n user records of the KPL aggregate at record i.
+func aggregate(i, n int) []kinesisload.Record {
+	var out []kinesisload.Record
+	for j := range n {
+		out = append(out, kinesisload.Record{Data: fmt.Appendf(nil, "r-%03d.%d", i, j), PartitionKey: "pk-" + strconv.Itoa(j),
+			SequenceNumber: seq(i), SubSequenceNumber: int64(j), Aggregated: true, ArrivalTime: arrival})
+	}
+	return out
+}
+
+// records returns records from to to (inclusive).
+func records(from, to int) []kinesisload.Record {
+	var out []kinesisload.Record
+	for i := from; i <= to; i++ {
+		out = append(out, record(i))
+	}
+	return out
+}
+
+// checker runs the steps of one case on one stream and keeps the first
+// failure: once one step failed, the others do nothing.
+type checker struct {
+	ctx    context.Context
+	h      Harness
+	stream string
+	err    error
+}
+
+func newChecker(ctx context.Context, h Harness, name string) *checker {
+	return &checker{ctx: ctx, h: h, stream: "sinktest-" + strings.ToLower(name)}
+}
+
+func (c *checker) failf(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("stream %s: "+format, append([]any{c.stream}, args...)...)
+	}
+}
+
+// batch is the batch of records from to to of shard at epoch, its
+// checkpoint after the last.
+func (c *checker) batch(shard string, epoch uint64, from, to int) kinesisload.Batch {
+	return c.of(shard, epoch, scan.AfterSequence(seq(to)), records(from, to))
+}
+
+// of is the batch of rs of shard at epoch with checkpoint cp.
+func (c *checker) of(shard string, epoch uint64, cp scan.Position, rs []kinesisload.Record) kinesisload.Batch {
+	return kinesisload.Batch{Stream: c.stream, ShardID: shard, Records: rs, Checkpoint: cp, Epoch: epoch}
+}
+
+// start is the start batch of shard: no records, epoch 0.
+func (c *checker) start(shard string, cp scan.Position) kinesisload.Batch {
+	return c.of(shard, 0, cp, nil)
+}
+
+// outcome is what a step expects of Deliver.
+type outcome int
+
+const (
+	stored        outcome = iota // nil
+	leaseLost                    // an error wrapping ErrLeaseLost
+	refusedBug                   // an error that does not wrap ErrLeaseLost
+	storedOrFence                // nil, or an error wrapping ErrLeaseLost (the sooner fence)
+)
+
+// deliver delivers b through host's handle and checks the outcome; it
+// returns Deliver's error.
+func (c *checker) deliver(host string, b kinesisload.Batch, want outcome, what string) error {
+	if c.err != nil {
+		return c.err
+	}
+	err := c.h.Sink(host).Deliver(c.ctx, b)
+	lost := errors.Is(err, kinesisload.ErrLeaseLost)
+	desc := fmt.Sprintf("%s: host %s delivering shard %s, %d records ending at %v at epoch %d", what, host, b.ShardID, len(b.Records), b.Checkpoint, b.Epoch)
+	switch want {
+	case stored:
+		if err != nil {
+			c.failf("%s: Deliver = %v, want nil", desc, err)
+		}
+	case leaseLost:
+		if !lost {
+			c.failf("%s: Deliver = %v, want an error wrapping kinesisload.ErrLeaseLost (the sender lost the lease: check (b))", desc, err)
+		}
+	case refusedBug:
+		if err == nil || lost {
+			c.failf("%s: Deliver = %v, want an error that does not wrap kinesisload.ErrLeaseLost (an overlap at the stored epoch is a bug: check (d))", desc, err)
+		}
+	case storedOrFence:
+		if err != nil && !lost {
+			c.failf("%s: Deliver = %v, want nil or an error wrapping kinesisload.ErrLeaseLost", desc, err)
+		}
+	}
+	return err
+}
+
+// key is how the suite compares a stored record with a delivered one.
+func key(r kinesisload.Record) string {
+	return fmt.Sprintf("%s/%d %q (partition key %q)", r.SequenceNumber, r.SubSequenceNumber, r.Data, r.PartitionKey)
+}
+
+// expectStored checks that shard holds exactly want, each once.
+func (c *checker) expectStored(shard string, want []kinesisload.Record, when string) {
+	if c.err != nil {
+		return
+	}
+	got, err := c.h.Stored(c.ctx, c.stream, shard)
+	if err != nil {
+		c.failf("%s: reading what shard %s stores: %v", when, shard, err)
+		return
+	}
+	slices.SortStableFunc(got, func(a, b kinesisload.Record) int {
+		if c := scan.CompareSequence(a.SequenceNumber, b.SequenceNumber); c != 0 {
+			return c
+		}
+		return int(a.SubSequenceNumber - b.SubSequenceNumber)
+	})
+	g, w := keys(got), keys(want)
+	if !slices.Equal(g, w) {
+		c.failf("%s: shard %s stores %d records, want %d (each once, whole):\n  got:  %s\n  want: %s",
+			when, shard, len(g), len(w), strings.Join(g, ", "), strings.Join(w, ", "))
+	}
+}
+
+func keys(rs []kinesisload.Record) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = key(r)
+	}
+	return out
+}
+
+// checkpoints returns Checkpoints of the case's stream.
+func (c *checker) checkpoints() map[string]scan.Position {
+	if c.err != nil {
+		return nil
+	}
+	got, err := c.h.Sink("a").Checkpoints(c.ctx, c.stream)
+	if err != nil {
+		c.failf("Checkpoints: %v", err)
+	}
+	return got
+}
+
+// expectCheckpoint checks that Checkpoints holds want for shard.
+func (c *checker) expectCheckpoint(shard string, want scan.Position, when string) {
+	got := c.checkpoints()
+	if c.err != nil {
+		return
+	}
+	if p, ok := got[shard]; !ok || !p.Equal(want) {
+		c.failf("%s: Checkpoints()[%s] = %v (present %v), want %v", when, shard, p, ok, want)
+	}
+}
+
+// A start batch is stored as the shard's checkpoint; a start batch for a
+// shard that has a checkpoint is a no-op (check (a)), at epoch 0 also when
+// the shard is stored at a higher epoch: (a) comes before (b).
+func testStartBatch(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "StartBatch")
+	c.deliver("a", c.start(shard0, scan.TrimHorizon()), stored, "a start batch")
+	c.expectCheckpoint(shard0, scan.TrimHorizon(), "after the start batch")
+	c.expectStored(shard0, nil, "after the start batch")
+	latest := scan.AfterSequence(seq(0)) // a resolved LATEST
+	c.deliver("a", c.start(shard1, latest), stored, "a start batch (a resolved LATEST)")
+	c.expectCheckpoint(shard1, latest, "after the start batch")
+
+	c.deliver("a", c.batch(shard0, 0, 1, 3), stored, "the first records")
+	c.deliver("a", c.start(shard0, scan.TrimHorizon()), stored, "the start batch again")
+	c.expectCheckpoint(shard0, scan.AfterSequence(seq(3)), "after a start batch for a shard with a checkpoint (a no-op)")
+	c.expectStored(shard0, records(1, 3), "after a start batch for a shard with a checkpoint")
+
+	c.deliver("b", c.batch(shard1, 2, 1, 2), stored, "a lease's first batch")
+	c.deliver("a", c.start(shard1, latest), stored, "a start batch at epoch 0 for a shard stored at epoch 2 (check (a) before (b))")
+	c.expectCheckpoint(shard1, scan.AfterSequence(seq(2)), "after a start batch for a shard with a checkpoint")
+	c.expectStored(shard1, records(1, 2), "after a start batch for a shard with a checkpoint")
+	return c.err
+}
+
+// A batch delivered again (the answer to its COMMIT was lost) is a no-op,
+// the last one or an earlier one, in a fleet and without.
+func testRedelivery(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "Redelivery")
+	c.deliver("a", c.batch(shard0, 1, 1, 3), stored, "the first batch")
+	c.deliver("a", c.batch(shard0, 1, 1, 3), stored, "the first batch again")
+	c.expectStored(shard0, records(1, 3), "after a re-delivery")
+	c.deliver("a", c.batch(shard0, 1, 4, 6), stored, "the second batch")
+	c.deliver("a", c.batch(shard0, 1, 4, 6), stored, "the second batch again")
+	c.deliver("a", c.batch(shard0, 1, 1, 3), stored, "the first batch once more")
+	c.expectStored(shard0, records(1, 6), "after re-deliveries")
+	c.expectCheckpoint(shard0, scan.AfterSequence(seq(6)), "after re-deliveries")
+
+	c.deliver("a", c.batch(shard1, 0, 1, 2), stored, "a batch without a fleet")
+	c.deliver("a", c.batch(shard1, 0, 1, 2), stored, "the batch again without a fleet")
+	c.expectStored(shard1, records(1, 2), "after a re-delivery without a fleet")
+	c.expectCheckpoint(shard1, scan.AfterSequence(seq(2)), "after a re-delivery without a fleet")
+	return c.err
+}
+
+// A batch at an epoch below the stored one is refused with ErrLeaseLost
+// and stores nothing, whether it follows the checkpoint or overlaps it.
+func testLowerEpoch(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "LowerEpochRefused")
+	c.deliver("a", c.batch(shard0, 1, 1, 2), stored, "a's batch")
+	c.deliver("b", c.batch(shard0, 2, 3, 4), stored, "the new owner's first batch")
+	c.deliver("a", c.batch(shard0, 1, 5, 6), leaseLost, "the zombie's next batch")
+	c.deliver("a", c.batch(shard0, 1, 3, 5), leaseLost, "a zombie's batch overlapping the checkpoint")
+	c.expectStored(shard0, records(1, 4), "after the refusals")
+	c.expectCheckpoint(shard0, scan.AfterSequence(seq(4)), "after the refusals")
+	c.deliver("b", c.batch(shard0, 2, 5, 6), stored, "the new owner's next batch")
+	c.expectStored(shard0, records(1, 6), "after the new owner's next batch")
+	return c.err
+}
+
+// A new owner's first batch that overlaps the stored checkpoint stores only
+// the records after it.
+func testNewOwnerOverlap(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "NewOwnerOverlap")
+	c.deliver("a", c.batch(shard0, 1, 1, 3), stored, "a's batch")
+	c.deliver("b", c.batch(shard0, 2, 2, 5), stored, "the new owner's overlapping first batch")
+	c.expectStored(shard0, records(1, 5), "after the overlap")
+	c.expectCheckpoint(shard0, scan.AfterSequence(seq(5)), "after the overlap")
+	c.deliver("b", c.batch(shard0, 2, 6, 6), stored, "the new owner's next batch")
+	c.expectStored(shard0, records(1, 6), "after the next batch")
+
+	c.deliver("a", c.start(shard1, scan.TrimHorizon()), stored, "a start batch")
+	c.deliver("b", c.batch(shard1, 3, 1, 2), stored, "a lease's first batch after the start")
+	c.expectStored(shard1, records(1, 2), "after a lease's first batch")
+	return c.err
+}
+
+// A new owner whose table lags by more than one batch: its batches stored
+// whole are no-ops, the one that overlaps stores only what follows, and it
+// is never refused (the epoch compared is the one stored with the
+// checkpoint, not one raised by a no-op).
+func testNewOwnerLagging(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "NewOwnerLagging")
+	for i := 1; i <= 5; i += 2 {
+		c.deliver("a", c.batch(shard0, 1, i, i+1), stored, "a's batch")
+	}
+	c.deliver("b", c.batch(shard0, 2, 1, 2), stored, "the new owner's first batch, stored whole")
+	c.deliver("b", c.batch(shard0, 2, 3, 4), stored, "the new owner's second batch, stored whole")
+	c.deliver("b", c.batch(shard0, 2, 5, 7), stored, "the new owner's third batch, overlapping")
+	c.deliver("b", c.batch(shard0, 2, 8, 9), stored, "the new owner's fourth batch")
+	c.expectStored(shard0, records(1, 9), "after the lagging owner caught up")
+	c.expectCheckpoint(shard0, scan.AfterSequence(seq(9)), "after the lagging owner caught up")
+
+	// Batch boundaries of the new owner differ from the old one's.
+	c.deliver("a", c.batch(shard1, 4, 1, 3), stored, "a's batch")
+	c.deliver("a", c.batch(shard1, 4, 4, 6), stored, "a's batch")
+	c.deliver("b", c.batch(shard1, 7, 1, 2), stored, "the new owner's first batch, stored whole")
+	c.deliver("b", c.batch(shard1, 7, 3, 4), stored, "the new owner's second batch, stored whole")
+	c.deliver("b", c.batch(shard1, 7, 5, 8), stored, "the new owner's third batch, overlapping")
+	c.expectStored(shard1, records(1, 8), "after the lagging owner caught up")
+	return c.err
+}
+
+// A host that lost the lease delivers the batch after the new owner's
+// first one, which was stored whole (a no-op): it is stored (the one
+// epoch) or refused (a sooner fence); the new owner then stores only what
+// follows, the zombie is refused once the new owner stored a batch, and
+// every record is stored once.
+func testZombieAfterNoOp(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "ZombieAfterNoOp")
+	c.deliver("a", c.batch(shard0, 1, 1, 2), stored, "a's batch")
+	c.deliver("b", c.batch(shard0, 2, 1, 2), stored, "the new owner's first batch, stored whole")
+	c.deliver("a", c.batch(shard0, 1, 3, 3), storedOrFence, "the zombie's next batch after the new owner's no-op")
+	c.deliver("b", c.batch(shard0, 2, 3, 4), stored, "the new owner's second batch")
+	c.deliver("a", c.batch(shard0, 1, 4, 5), leaseLost, "the zombie's batch after the new owner stored")
+	c.expectStored(shard0, records(1, 4), "in the end")
+	c.expectCheckpoint(shard0, scan.AfterSequence(seq(4)), "in the end")
+	return c.err
+}
+
+// A batch of the stored epoch that overlaps the stored checkpoint (but is
+// not stored whole) is an error that does not wrap ErrLeaseLost, and
+// stores nothing; in a fleet and without.
+func testSameEpochOverlap(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "SameEpochOverlap")
+	c.deliver("a", c.batch(shard0, 1, 1, 3), stored, "a batch")
+	c.deliver("a", c.batch(shard0, 1, 3, 5), refusedBug, "an overlapping batch of the same lease")
+	c.expectStored(shard0, records(1, 3), "after the overlap")
+	c.expectCheckpoint(shard0, scan.AfterSequence(seq(3)), "after the overlap")
+	c.deliver("a", c.batch(shard0, 1, 4, 5), stored, "the batch that follows")
+	c.expectStored(shard0, records(1, 5), "after the batch that follows")
+
+	c.deliver("a", c.batch(shard1, 0, 1, 3), stored, "a batch without a fleet")
+	c.deliver("a", c.batch(shard1, 0, 2, 4), refusedBug, "an overlapping batch without a fleet")
+	c.expectStored(shard1, records(1, 3), "after the overlap without a fleet")
+	c.expectCheckpoint(shard1, scan.AfterSequence(seq(3)), "after the overlap without a fleet")
+	return c.err
+}
+
+// Without a fleet every epoch is 0: a start, batches in sequence, the end
+// of the shard, each stored with its checkpoint.
+func testSingleProcess(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "SingleProcess")
+	c.deliver("a", c.start(shard0, scan.TrimHorizon()), stored, "the start batch")
+	for _, b := range [][2]int{{1, 3}, {4, 4}, {5, 9}} {
+		c.deliver("a", c.batch(shard0, 0, b[0], b[1]), stored, "a batch")
+		c.expectCheckpoint(shard0, scan.AfterSequence(seq(b[1])), "after a batch")
+		c.expectStored(shard0, records(1, b[1]), "after a batch")
+	}
+	c.deliver("a", c.start(shard0, scan.ShardEnd()), stored, "the batch that ends the shard")
+	c.expectCheckpoint(shard0, scan.ShardEnd(), "after the end of the shard")
+	c.expectStored(shard0, records(1, 9), "after the end of the shard")
+	return c.err
+}
+
+// SHARD_END is stored, with records or without, and after it nothing is:
+// every later batch is a no-op (SHARD_END is the last position).
+func testShardEnd(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "ShardEnd")
+	c.deliver("a", c.batch(shard0, 1, 1, 3), stored, "a batch")
+	c.deliver("a", c.of(shard0, 1, scan.ShardEnd(), records(4, 5)), stored, "the last batch, with records")
+	c.expectCheckpoint(shard0, scan.ShardEnd(), "after the last batch")
+	c.expectStored(shard0, records(1, 5), "after the last batch")
+	c.deliver("a", c.of(shard0, 1, scan.ShardEnd(), records(4, 5)), stored, "the last batch again")
+	c.deliver("b", c.of(shard0, 2, scan.ShardEnd(), records(4, 5)), stored, "a new owner's last batch")
+	c.deliver("b", c.batch(shard0, 2, 6, 7), stored, "a batch after SHARD_END")
+	c.expectCheckpoint(shard0, scan.ShardEnd(), "after batches after SHARD_END")
+	c.expectStored(shard0, records(1, 5), "after batches after SHARD_END")
+
+	c.deliver("a", c.batch(shard1, 1, 1, 2), stored, "a batch")
+	c.deliver("a", c.of(shard1, 1, scan.ShardEnd(), nil), stored, "the batch with no records that ends the shard")
+	c.expectCheckpoint(shard1, scan.ShardEnd(), "after the end of the shard")
+	c.deliver("a", c.start(shard1, scan.TrimHorizon()), stored, "a start batch after SHARD_END")
+	c.expectCheckpoint(shard1, scan.ShardEnd(), "after a start batch after SHARD_END")
+	c.expectStored(shard1, records(1, 2), "after the end of the shard")
+
+	c.deliver("a", c.start(shard2, scan.ShardEnd()), stored, "the start batch of a closed shard with nothing to read")
+	c.expectCheckpoint(shard2, scan.ShardEnd(), "after the start batch SHARD_END")
+	c.expectStored(shard2, nil, "after the start batch SHARD_END")
+	return c.err
+}
+
+// The user records of a KPL aggregate share a sequence number and are
+// stored whole (every sub-sequence number); a new owner's overlap drops a
+// stored aggregate whole and keeps the next whole.
+func testAggregated(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "Aggregated")
+	first := append(append([]kinesisload.Record{record(1)}, aggregate(2, 4)...), aggregate(3, 3)...)
+	c.deliver("a", c.of(shard0, 1, scan.AfterSequence(seq(3)), first), stored, "a batch of two aggregates")
+	c.expectStored(shard0, first, "after the aggregates")
+	next := append(append(aggregate(4, 2), record(5)), aggregate(6, 3)...)
+	overlap := append(aggregate(3, 3), next...)
+	c.deliver("b", c.of(shard0, 2, scan.AfterSequence(seq(6)), overlap), stored, "a new owner's batch overlapping by an aggregate")
+	c.expectStored(shard0, append(first, next...), "after the new owner's overlap")
+	c.deliver("b", c.of(shard0, 2, scan.AfterSequence(seq(6)), overlap), stored, "the new owner's batch again")
+	c.expectStored(shard0, append(first, next...), "after a re-delivery")
+	c.expectCheckpoint(shard0, scan.AfterSequence(seq(6)), "after the aggregates")
+	return c.err
+}
+
+// A zombie (epoch 1) and the new owner (epoch 2, from the shard's start)
+// deliver at once on several shards: the new owner is never refused, the
+// zombie only with ErrLeaseLost (and then stops, as the Loader does), and
+// every record is stored once.
+func testConcurrentZombie(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "ConcurrentZombie")
+	const n = 30
+	shards := []string{shard0, shard1, shard2, shard3}
+	for i, s := range shards {
+		for from := 1; from <= 2*i+1; from += 2 {
+			c.deliver("a", c.batch(s, 1, from, from+1), stored, "a's batch before it is paused")
+		}
+	}
+	if c.err != nil {
+		return c.err
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	report := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	begin := make(chan struct{})
+	for i, s := range shards {
+		wg.Go(func() { // the zombie: batches of 2 after what it stored
+			<-begin
+			for from := 2*i + 3; from <= n; from += 2 {
+				b := c.batch(s, 1, from, min(from+1, n))
+				err := h.Sink("a").Deliver(ctx, b)
+				if errors.Is(err, kinesisload.ErrLeaseLost) {
+					return
+				}
+				if err != nil {
+					report(fmt.Errorf("the zombie's batch of shard %s ending at %v: Deliver = %v, want nil or an error wrapping ErrLeaseLost", s, b.Checkpoint, err))
+					return
+				}
+			}
+		})
+		wg.Go(func() { // the new owner: batches of 3 from the start
+			<-begin
+			for from := 1; from <= n; from += 3 {
+				b := c.batch(s, 2, from, min(from+2, n))
+				if err := h.Sink("b").Deliver(ctx, b); err != nil {
+					report(fmt.Errorf("the new owner's batch of shard %s ending at %v: Deliver = %v, want nil", s, b.Checkpoint, err))
+					return
+				}
+			}
+		})
+	}
+	close(begin)
+	wg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("stream %s: %w", c.stream, errors.Join(errs...))
+	}
+	for _, s := range shards {
+		c.expectStored(s, records(1, n), "after the zombie and the new owner")
+		c.expectCheckpoint(s, scan.AfterSequence(seq(n)), "after the zombie and the new owner")
+	}
+	return c.err
+}
+
+// Checkpoints returns the last checkpoint of every shard of the stream,
+// and only of that stream; an empty map for a stream with none.
+func testCheckpoints(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "Checkpoints")
+	c.deliver("a", c.batch(shard0, 1, 1, 2), stored, "a batch")
+	c.deliver("a", c.batch(shard0, 1, 3, 4), stored, "a batch")
+	c.deliver("a", c.start(shard1, scan.TrimHorizon()), stored, "a start batch")
+	c.deliver("a", c.batch(shard2, 0, 1, 1), stored, "a batch")
+	c.deliver("a", c.of(shard2, 0, scan.ShardEnd(), nil), stored, "the end of a shard")
+	c.deliver("a", c.batch(shard3, 1, 1, 3), stored, "a batch")
+	c.deliver("b", c.batch(shard3, 2, 2, 6), stored, "a new owner's overlapping batch")
+	other := *c
+	other.stream = c.stream + "-other"
+	other.deliver("a", other.batch(shard0, 1, 1, 9), stored, "a batch of another stream")
+	other.deliver("a", other.batch(shard3, 1, 1, 9), stored, "a batch of another stream")
+	if other.err != nil {
+		return other.err
+	}
+	want := map[string]scan.Position{
+		shard0: scan.AfterSequence(seq(4)),
+		shard1: scan.TrimHorizon(),
+		shard2: scan.ShardEnd(),
+		shard3: scan.AfterSequence(seq(6)),
+	}
+	got := c.checkpoints()
+	if c.err == nil && !maps.EqualFunc(got, want, scan.Position.Equal) {
+		c.failf("Checkpoints = %v, want %v", got, want)
+	}
+	none := *c
+	none.stream = c.stream + "-none"
+	if got := none.checkpoints(); none.err == nil && len(got) != 0 {
+		none.failf("Checkpoints of a stream with none stored = %v, want an empty map", got)
+	}
+	if c.err == nil {
+		c.err = none.err
+	}
+	return c.err
+}
