@@ -13,42 +13,28 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/kinesisload/sinktest"
 	"github.com/tidemark/tidemark/scan"
 )
 
-// txRow is what txSink's database holds for one shard, written in one
-// transaction with the records.
-type txRow struct {
-	checkpoint scan.Position
-	epoch      uint64
-}
-
-// txSink is an in-memory [kinesisload.TransactionalSink] shared by the
-// hosts of a fleet (one database) that keeps the contract of
-// TransactionalSink: each Deliver is one transaction under the shard's
-// lock that checks, in order, (a) an already stored checkpoint, (b) an
-// older epoch (refused with ErrLeaseLost), (c) a newer epoch (only the
-// records after the stored checkpoint are stored), (d) the same epoch
-// (an overlap is a bug).
+// txSink is a [sinktest.Memory] (one database shared by the hosts of a
+// fleet, keeping the contract of TransactionalSink) that also records who
+// delivered what, and lets a test stall a host before its transaction.
 type txSink struct {
-	mu   sync.Mutex
-	rows map[string]*txRow
-	// stored is every record stored, in the order stored: a record
-	// stored twice appears twice.
-	stored []delivery
+	mem *sinktest.Memory
+
+	mu sync.Mutex
 	// offered is every record handed to Deliver, stored or not.
 	offered []delivery
-	// refused are the batches refused with ErrLeaseLost.
-	refused []delivery
 	// before, when set, is called by Deliver before its transaction
 	// (it may block, like a host paused between reading and storing).
 	before func(ctx context.Context, host string, b kinesisload.Batch)
 	// committed, when set, is called after a transaction that stored
-	// records, outside the lock.
+	// records.
 	committed func(host string, b kinesisload.Batch, n int)
 }
 
-func newTxSink() *txSink { return &txSink{rows: map[string]*txRow{}} }
+func newTxSink() *txSink { return &txSink{mem: sinktest.NewMemory()} }
 
 // txHost is one host's handle on the shared txSink.
 type txHost struct {
@@ -70,7 +56,7 @@ func (h txHost) Deliver(ctx context.Context, b kinesisload.Batch) error {
 	if before != nil {
 		before(ctx, h.host, b)
 	}
-	n, err := h.s.transact(h.host, b)
+	n, err := h.s.mem.Store(ctx, b)
 	if err == nil && n > 0 {
 		h.s.mu.Lock()
 		committed := h.s.committed
@@ -83,72 +69,25 @@ func (h txHost) Deliver(ctx context.Context, b kinesisload.Batch) error {
 }
 
 func (h txHost) Checkpoints(ctx context.Context, stream string) (map[string]scan.Position, error) {
-	h.s.mu.Lock()
-	defer h.s.mu.Unlock()
-	out := map[string]scan.Position{}
-	for id, r := range h.s.rows {
-		out[id] = r.checkpoint
-	}
-	return out, nil
+	return h.s.mem.Checkpoints(ctx, stream)
 }
 
-// transact is Deliver's transaction; it returns how many records it
-// stored.
-func (s *txSink) transact(host string, b kinesisload.Batch) (int, error) {
-	s.mu.Lock() // SELECT ... FOR UPDATE of the shard's row
-	defer s.mu.Unlock()
-	row := s.rows[b.ShardID]
-	if row == nil {
-		row = &txRow{}
-	}
-	if row.checkpoint.Kind != 0 {
-		// (a) Already stored: a re-delivery, or a start batch.
-		c, err := scan.Compare(b.Checkpoint, row.checkpoint)
-		if err != nil {
-			return 0, err
-		}
-		if c <= 0 {
-			return 0, nil
-		}
-	}
-	// (b) The sender lost the lease to a newer owner.
-	if b.Epoch < row.epoch {
-		for _, r := range b.Records {
-			s.refused = append(s.refused, delivery{host: host, shard: b.ShardID, seq: r.SequenceNumber, data: string(r.Data), epoch: b.Epoch})
-		}
-		return 0, fmt.Errorf("txsink: shard %s is stored at epoch %d, the batch is at %d: %w", b.ShardID, row.epoch, b.Epoch, kinesisload.ErrLeaseLost)
-	}
-	var keep []kinesisload.Record
-	for _, r := range b.Records {
-		after := true
-		if row.checkpoint.Kind != 0 {
-			c, err := scan.Compare(scan.AfterSequence(r.SequenceNumber), row.checkpoint)
-			if err != nil {
-				return 0, err
-			}
-			after = c > 0
-		}
-		switch {
-		case after:
-			keep = append(keep, r)
-		case b.Epoch == row.epoch:
-			// (d) The same owner overlaps what it stored: a bug.
-			return 0, fmt.Errorf("txsink: shard %s: record %s is at or before the stored checkpoint %v at the same epoch %d", b.ShardID, r.SequenceNumber, row.checkpoint, b.Epoch)
-		}
-		// (c) A new owner's overlap: skip what is stored.
-	}
-	for _, r := range keep {
-		s.stored = append(s.stored, delivery{host: host, shard: b.ShardID, seq: r.SequenceNumber, data: string(r.Data), epoch: b.Epoch})
-	}
-	row.checkpoint, row.epoch = b.Checkpoint, b.Epoch
-	s.rows[b.ShardID] = row
-	return len(keep), nil
-}
-
+// snapshot returns the records stored in stream orders (the host is not
+// known: empty), those offered, and those refused with ErrLeaseLost.
 func (s *txSink) snapshot() (stored, offered, refused []delivery) {
+	for _, shard := range s.mem.Shards("orders") {
+		for _, r := range s.mem.Stored("orders", shard) {
+			stored = append(stored, delivery{shard: shard, seq: r.SequenceNumber, data: string(r.Data), epoch: r.Epoch})
+		}
+	}
+	for _, f := range s.mem.Refused() {
+		for _, r := range f.Batch.Records {
+			refused = append(refused, delivery{shard: f.Batch.ShardID, seq: r.SequenceNumber, data: string(r.Data), epoch: f.Batch.Epoch})
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]delivery(nil), s.stored...), append([]delivery(nil), s.offered...), append([]delivery(nil), s.refused...)
+	return stored, append([]delivery(nil), s.offered...), refused
 }
 
 func (s *txSink) set(fn func(s *txSink)) {
@@ -157,13 +96,10 @@ func (s *txSink) set(fn func(s *txSink)) {
 	fn(s)
 }
 
-func (s *txSink) row(shard string) txRow {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.rows[shard]; r != nil {
-		return *r
-	}
-	return txRow{}
+// row returns shard's checkpoint row in stream orders.
+func (s *txSink) row(shard string) sinktest.Checkpoint {
+	row, _ := s.mem.Checkpoint("orders", shard)
+	return row
 }
 
 // waitStored waits until every record of want is stored.
@@ -302,7 +238,7 @@ func TestFleetZombieDeliveryFencedBySink(t *testing.T) {
 	first := r.putBatch(10)
 	sink.waitStored(t, first)
 	// a's commit of what it stored has landed: the table is not behind.
-	r.waitCommitted(txShard0, sink.row(txShard0).checkpoint)
+	r.waitCommitted(txShard0, sink.row(txShard0).Position)
 
 	stalled := make(chan kinesisload.Batch, 1)
 	gate := make(chan struct{})
@@ -356,8 +292,8 @@ func TestFleetZombieDeliveryFencedBySink(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("host b never stored a batch")
 	}
-	if row := sink.row(txShard0); row.epoch <= zombie.Epoch {
-		t.Fatalf("b stored the shard at epoch %d, not above a's %d", row.epoch, zombie.Epoch)
+	if row := sink.row(txShard0); row.Epoch <= zombie.Epoch {
+		t.Fatalf("b stored the shard at epoch %d, not above a's %d", row.Epoch, zombie.Epoch)
 	}
 	gateOnce.Do(func() { close(gate) }) // a's transaction runs now
 
@@ -462,7 +398,7 @@ func TestFleetNewOwnerResumesFromSinkCheckpoint(t *testing.T) {
 	second := r.putBatch(10)
 	sink.waitStored(t, append(first, second...))
 	held := sink.row(txShard0)
-	if table := r.fleet.Shards("orders")[txShard0].Progress.Position; table.Equal(held.checkpoint) {
+	if table := r.fleet.Shards("orders")[txShard0].Progress.Position; table.Equal(held.Position) {
 		t.Fatalf("the table holds the sink's checkpoint %v: the coordinator did not lag", table)
 	}
 	if owner := r.fleet.Shards("orders")[txShard0].Owner; owner != "a" {
@@ -479,8 +415,8 @@ func TestFleetNewOwnerResumesFromSinkCheckpoint(t *testing.T) {
 		if d.host != "b" {
 			continue
 		}
-		if c, err := scan.Compare(scan.AfterSequence(d.seq), held.checkpoint); err != nil || c <= 0 {
-			t.Errorf("b handed the sink record %s (seq %s) again, at or before the sink's checkpoint %v when it took the shard", d.data, d.seq, held.checkpoint)
+		if c, err := scan.Compare(scan.AfterSequence(d.seq), held.Position); err != nil || c <= 0 {
+			t.Errorf("b handed the sink record %s (seq %s) again, at or before the sink's checkpoint %v when it took the shard", d.data, d.seq, held.Position)
 		}
 	}
 }
