@@ -16,27 +16,17 @@ import (
 	"github.com/tidemark/tidemark/internal/emulator"
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
+	"github.com/tidemark/tidemark/kinesisload/sinktest"
 	"github.com/tidemark/tidemark/scan"
 )
 
-// txRow is what txSink holds for one shard, written in one transaction
-// with the records.
-type txRow struct {
-	checkpoint scan.Position
-	epoch      uint64
-}
-
-// txSink is an in-memory kinesisload.TransactionalSink shared by the
-// hosts of a fleet, keeping the contract of TransactionalSink: under the
-// shard's lock, (a) an already stored checkpoint is a no-op, (b) an older
-// epoch is refused with ErrLeaseLost, (c) a newer epoch stores only the
-// records after the stored checkpoint, (d) the same epoch must not
-// overlap.
+// txSink is a sinktest.Memory (one database shared by the hosts of a
+// fleet, keeping the contract of TransactionalSink) that lets a test
+// stall a host before its transaction and learn when one stored records.
 type txSink struct {
-	mu      sync.Mutex
-	rows    map[string]*txRow
-	stored  []string // data, in the order stored
-	refused int      // batches refused with ErrLeaseLost
+	mem *sinktest.Memory
+
+	mu sync.Mutex
 	// before is called by Deliver before its transaction (it may block).
 	before func(host string, b kinesisload.Batch)
 	// committed is called after a transaction that stored records.
@@ -57,7 +47,7 @@ func (h txHost) Deliver(ctx context.Context, b kinesisload.Batch) error {
 	if before != nil {
 		before(h.host, b)
 	}
-	n, err := h.s.transact(b)
+	n, err := h.s.mem.Store(ctx, b)
 	if err == nil && n > 0 && committed != nil {
 		committed(h.host, b)
 	}
@@ -65,76 +55,27 @@ func (h txHost) Deliver(ctx context.Context, b kinesisload.Batch) error {
 }
 
 func (h txHost) Checkpoints(ctx context.Context, stream string) (map[string]scan.Position, error) {
-	h.s.mu.Lock()
-	defer h.s.mu.Unlock()
-	out := map[string]scan.Position{}
-	for id, r := range h.s.rows {
-		out[id] = r.checkpoint
-	}
-	return out, nil
+	return h.s.mem.Checkpoints(ctx, stream)
 }
 
-func (s *txSink) transact(b kinesisload.Batch) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	row := s.rows[b.ShardID]
-	if row == nil {
-		row = &txRow{}
+// stored returns the data of every record stored for shard of orders, in
+// the order stored.
+func (s *txSink) stored(shard string) []string {
+	var out []string
+	for _, r := range s.mem.Stored("orders", shard) {
+		out = append(out, string(r.Data))
 	}
-	if row.checkpoint.Kind != 0 {
-		c, err := scan.Compare(b.Checkpoint, row.checkpoint)
-		if err != nil {
-			return 0, err
-		}
-		if c <= 0 {
-			return 0, nil // (a)
-		}
-	}
-	if b.Epoch < row.epoch { // (b)
-		s.refused++
-		return 0, fmt.Errorf("txsink: shard %s is stored at epoch %d, the batch is at %d: %w", b.ShardID, row.epoch, b.Epoch, kinesisload.ErrLeaseLost)
-	}
-	var keep []string
-	for _, r := range b.Records {
-		if row.checkpoint.Kind != 0 {
-			c, err := scan.Compare(scan.AfterSequence(r.SequenceNumber), row.checkpoint)
-			if err != nil {
-				return 0, err
-			}
-			if c <= 0 {
-				if b.Epoch == row.epoch { // (d)
-					return 0, fmt.Errorf("txsink: shard %s: record %s overlaps %v at epoch %d", b.ShardID, r.SequenceNumber, row.checkpoint, b.Epoch)
-				}
-				continue // (c)
-			}
-		}
-		keep = append(keep, string(r.Data))
-	}
-	s.stored = append(s.stored, keep...)
-	row.checkpoint, row.epoch = b.Checkpoint, b.Epoch
-	s.rows[b.ShardID] = row
-	return len(keep), nil
-}
-
-func (s *txSink) row(shard string) txRow {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.rows[shard]; r != nil {
-		return *r
-	}
-	return txRow{}
+	return out
 }
 
 func (s *txSink) waitStored(t *testing.T, want []string) {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		s.mu.Lock()
 		got := map[string]bool{}
-		for _, d := range s.stored {
+		for _, d := range s.stored(zombieShard) {
 			got[d] = true
 		}
-		s.mu.Unlock()
 		missing := 0
 		for _, w := range want {
 			if !got[w] {
@@ -150,6 +91,15 @@ func (s *txSink) waitStored(t *testing.T, want []string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// sinkRow returns shard's checkpoint row in orders.
+func sinkRow(s *txSink, shard string) sinktest.Checkpoint {
+	row, _ := s.mem.Checkpoint("orders", shard)
+	return row
+}
+
+// zombieShard is the one shard of the zombie test's stream.
+const zombieShard = "shardId-000000000000"
 
 // zombieLost records host a's lost leases.
 type zombieLost struct{ ch chan kinesisload.LeaseLost }
@@ -173,8 +123,8 @@ func TestLoadersZombieDeliveryFencedBySink(t *testing.T) {
 	fake := kinesistest.New(kinesistest.WithoutLimits())
 	kinesistest.NewStream(t, fake, "orders", 1)
 	table := fmt.Sprintf("tidemark-zombie-%d", tableSeq.Add(1))
-	sink := &txSink{rows: map[string]*txRow{}}
-	const shard = "shardId-000000000000"
+	sink := &txSink{mem: sinktest.NewMemory()}
+	const shard = zombieShard
 	n := 0
 	put := func(k int) []string {
 		t.Helper()
@@ -246,7 +196,7 @@ func TestLoadersZombieDeliveryFencedBySink(t *testing.T) {
 	// a's commit of what it stored has landed: the table is not behind.
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		info, err := hosts["a"].c.Inspect(context.Background(), "orders")
-		if err == nil && info.Shards[shard].Progress.Position.Equal(sink.row(shard).checkpoint) {
+		if err == nil && info.Shards[shard].Progress.Position.Equal(sinkRow(sink, shard).Position) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -298,8 +248,8 @@ func TestLoadersZombieDeliveryFencedBySink(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("host b never stored a batch")
 	}
-	if row := sink.row(shard); row.epoch <= zombie.Epoch {
-		t.Fatalf("b stored the shard at epoch %d, not above a's %d", row.epoch, zombie.Epoch)
+	if row := sinkRow(sink, shard); row.Epoch <= zombie.Epoch {
+		t.Fatalf("b stored the shard at epoch %d, not above a's %d", row.Epoch, zombie.Epoch)
 	}
 	gateOnce.Do(func() { close(gate) }) // a's transaction runs now
 
@@ -311,10 +261,7 @@ func TestLoadersZombieDeliveryFencedBySink(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("host a never reported its lease lost after the sink refused its batch")
 	}
-	sink.mu.Lock()
-	refused := sink.refused
-	sink.mu.Unlock()
-	if refused != 1 {
+	if refused := len(sink.mem.Refused()); refused != 1 {
 		t.Errorf("the sink refused %d batches of a's, want its stalled batch once: a refusal as lost lease is not retried", refused)
 	}
 	// The hook is called first, then Stats counts the loss.
@@ -341,12 +288,10 @@ func TestLoadersZombieDeliveryFencedBySink(t *testing.T) {
 		t.Fatalf("host a's Run returned %v", err)
 	default:
 	}
-	sink.mu.Lock()
 	count := map[string]int{}
-	for _, d := range sink.stored {
+	for _, d := range sink.stored(shard) {
 		count[d]++
 	}
-	sink.mu.Unlock()
 	for _, w := range all {
 		if count[w] != 1 {
 			t.Errorf("record %s stored %d times, want once", w, count[w])
