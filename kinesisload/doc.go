@@ -221,4 +221,7 @@
 // The sub-package [github.com/tidemark/tidemark/kinesisload/kinesistest]
 // is an in-memory Kinesis with the real limits and fault injection, for
 // testing a Sink without AWS; its Aggregate writes KPL aggregated records.
+// The sub-package [github.com/tidemark/tidemark/kinesisload/sinktest]
+// holds an in-memory [TransactionalSink] that keeps the fleet contract and
+// the conformance suite that checks a TransactionalSink against it.
 package kinesisload

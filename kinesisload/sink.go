@@ -177,7 +177,10 @@ func (f SinkFunc) Deliver(ctx context.Context, b Batch) error { return f(ctx, b)
 // than one batch): examples/postgres does.
 //
 // See [ErrLeaseLost] and [LostSinkFenced]; examples/postgres keeps this
-// contract on PostgreSQL. Order positions as [PositionStore.Save] documents ([scan.Compare]: a
+// contract on PostgreSQL. To check a Sink against it, run
+// [github.com/tidemark/tidemark/kinesisload/sinktest.Run] on it (it
+// accepts the sooner fence too); sinktest.Memory is the reference
+// implementation in memory, check by check. Order positions as [PositionStore.Save] documents ([scan.Compare]: a
 // start before any record position, SHARD_END last). Without a fleet
 // every epoch is 0, stored or delivered, and the checks reduce to (a) and
 // storing the batch: an error wrapping ErrLeaseLost then cannot be right,
