@@ -124,7 +124,8 @@ func (m *Memory) Deliver(ctx context.Context, b kinesisload.Batch) error {
 //   - (d) the same epoch (one lease, or no fleet: every epoch 0): b must
 //     start after the stored checkpoint. A record at or before it is a bug
 //     of the sender: store nothing and return an error wrapping
-//     [ErrOverlap] (not ErrLeaseLost, so the Loader stops and says so).
+//     [ErrOverlap]; not ErrLeaseLost, so the Loader does not take it for a
+//     lost lease: it retries, then stops with ErrSink naming the shard.
 //
 // Unless (a) or (b) returned, the records kept are appended and the row
 // becomes (b.Checkpoint, b.Epoch), in the same transaction. A batch with
