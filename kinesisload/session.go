@@ -95,9 +95,11 @@ func (s *session) run(gctx, hctx context.Context, stop context.CancelFunc) error
 		if err == nil {
 			return s.schedule(gctx, hctx, stop, t)
 		}
-		if errors.Is(err, ErrLeaseLost) && gctx.Err() == nil {
+		if errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrSink) && gctx.Err() == nil {
 			// Another host took the initialisation over: nothing of
-			// ours is visible; wait for its commit.
+			// ours is visible; wait for its commit. (A Sink's refusal
+			// of a start batch as from a lost lease is the Sink's
+			// failure, not the lock's: see sinkFenced.)
 			l.log.Warn("lost the initialisation lock; starting over", "err", err)
 			attempt--
 			continue
