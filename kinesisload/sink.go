@@ -141,8 +141,11 @@ func (f SinkFunc) Deliver(ctx context.Context, b Batch) error { return f(ctx, b)
 //
 // The contract of Deliver. Per shard, store the checkpoint and the
 // epoch ([Batch.Epoch]) in the same transaction as the records. In
-// Deliver, lock the shard's row (SELECT ... FOR UPDATE) and check, in this
-// order:
+// Deliver, lock the shard's row (SELECT ... FOR UPDATE; when the shard has
+// none yet, create it first, as with INSERT ... ON CONFLICT DO NOTHING, and
+// lock it then: a SELECT ... FOR UPDATE that finds no row locks nothing,
+// and two hosts' first batches of a new shard would both be stored) and
+// check, in this order:
 //
 //	(a) b.Checkpoint is not further than the stored checkpoint: the batch
 //	    is stored already; do nothing and return nil. It is a re-delivery

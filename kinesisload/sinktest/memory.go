@@ -144,6 +144,14 @@ func (m *Memory) Store(ctx context.Context, b kinesisload.Batch) (int, error) {
 	if m.flaws.has(flawNoLock) {
 		return m.unlocked(b)
 	}
+	if m.flaws.has(flawNoRowLock) {
+		m.mu.Lock()
+		_, found := m.shards[shardKey{b.Stream, b.ShardID}]
+		m.mu.Unlock()
+		if !found {
+			return m.unlocked(b)
+		}
+	}
 	m.mu.Lock() // SELECT ... FOR UPDATE of the shard's row
 	defer m.mu.Unlock()
 	key := shardKey{b.Stream, b.ShardID}

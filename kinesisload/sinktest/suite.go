@@ -96,6 +96,7 @@ var cases = []suiteCase{
 	{"ShardEnd", testShardEnd},
 	{"Aggregated", testAggregated},
 	{"ConcurrentZombie", testConcurrentZombie},
+	{"ConcurrentFirstBatch", testConcurrentFirstBatch},
 	{"Checkpoints", testCheckpoints},
 }
 
@@ -527,6 +528,57 @@ func testConcurrentZombie(ctx context.Context, h Harness) error {
 	for _, s := range shards {
 		c.expectStored(s, records(1, n), "after the zombie and the new owner")
 		c.expectCheckpoint(s, scan.AfterSequence(seq(n)), "after the zombie and the new owner")
+	}
+	return c.err
+}
+
+// A zombie (epoch 1) and the new owner (epoch 2) deliver the first batch
+// of shards that have no row yet (a child born after the starts were
+// stored, read from TRIM_HORIZON by both) at once: the shard's lock must
+// hold a row that does not exist yet (a SELECT ... FOR UPDATE that finds
+// no row locks nothing: lock or create it), or both batches are stored
+// whole. Whichever comes first, every record is stored once.
+func testConcurrentFirstBatch(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "ConcurrentFirstBatch")
+	const shards, rounds = 8, 4
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	report := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	begin := make(chan struct{})
+	var ids []string
+	for r := range rounds {
+		for i := range shards {
+			id := fmt.Sprintf("shardId-%012d", 100+r*shards+i)
+			ids = append(ids, id)
+			wg.Go(func() { // the zombie: records 1 to 2
+				<-begin
+				b := c.batch(id, 1, 1, 2)
+				if err := h.Sink("a").Deliver(ctx, b); err != nil && !errors.Is(err, kinesisload.ErrLeaseLost) {
+					report(fmt.Errorf("the zombie's first batch of shard %s: Deliver = %v, want nil or an error wrapping ErrLeaseLost", id, err))
+				}
+			})
+			wg.Go(func() { // the new owner: records 1 to 3
+				<-begin
+				b := c.batch(id, 2, 1, 3)
+				if err := h.Sink("b").Deliver(ctx, b); err != nil {
+					report(fmt.Errorf("the new owner's first batch of shard %s: Deliver = %v, want nil", id, err))
+				}
+			})
+		}
+	}
+	close(begin)
+	wg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("stream %s: %w", c.stream, errors.Join(errs...))
+	}
+	for _, id := range ids {
+		c.expectStored(id, records(1, 3), "after the zombie's and the new owner's first batches")
+		c.expectCheckpoint(id, scan.AfterSequence(seq(3)), "after the zombie's and the new owner's first batches")
 	}
 	return c.err
 }
