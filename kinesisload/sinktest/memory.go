@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -259,6 +260,9 @@ func (m *Memory) after(b kinesisload.Batch, row Checkpoint) ([]kinesisload.Recor
 		c, err := scan.Compare(scan.AfterSequence(r.SequenceNumber), row.Position)
 		if err != nil {
 			return nil, err
+		}
+		if m.flaws.has(flawTextSeq) && row.Position.Kind == scan.KindAfterSequence {
+			c = strings.Compare(r.SequenceNumber, row.Position.Sequence)
 		}
 		if m.flaws.has(flawCKeepsAtCheckpoint) {
 			c++

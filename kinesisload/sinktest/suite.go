@@ -97,6 +97,7 @@ var cases = []suiteCase{
 	{"Aggregated", testAggregated},
 	{"ConcurrentZombie", testConcurrentZombie},
 	{"ConcurrentFirstBatch", testConcurrentFirstBatch},
+	{"SequenceLength", testSequenceLength},
 	{"Checkpoints", testCheckpoints},
 }
 
@@ -580,6 +581,30 @@ func testConcurrentFirstBatch(ctx context.Context, h Harness) error {
 		c.expectStored(id, records(1, 3), "after the zombie's and the new owner's first batches")
 		c.expectCheckpoint(id, scan.AfterSequence(seq(3)), "after the zombie's and the new owner's first batches")
 	}
+	return c.err
+}
+
+// Sequence numbers are decimal numbers of any length (up to 128 bits), not
+// text: one with more digits is further along. A new owner's overlap
+// across a sequence number that gains a digit keeps only the records after
+// the checkpoint, and a batch of the same lease that overlaps it is
+// refused.
+func testSequenceLength(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "SequenceLength")
+	seqs := []string{"999999990", "999999995", "1000000000", "1000000005", "1000000010"}
+	rs := make([]kinesisload.Record, len(seqs))
+	for i, s := range seqs {
+		rs[i] = kinesisload.Record{Data: fmt.Appendf(nil, "s-%d", i), PartitionKey: "pk", SequenceNumber: s, ArrivalTime: arrival}
+	}
+	upTo := func(i int) scan.Position { return scan.AfterSequence(seqs[i]) }
+	c.deliver("a", c.of(shard0, 1, upTo(3), rs[:4]), stored, "a's batch across a sequence number that gains a digit")
+	c.deliver("b", c.of(shard0, 2, upTo(4), rs), stored, "the new owner's first batch, overlapping")
+	c.expectStored(shard0, rs, "after the new owner's overlap")
+	c.expectCheckpoint(shard0, upTo(4), "after the new owner's overlap")
+
+	c.deliver("a", c.of(shard1, 1, upTo(2), rs[:3]), stored, "a batch")
+	c.deliver("a", c.of(shard1, 1, upTo(4), rs[1:]), refusedBug, "an overlapping batch of the same lease")
+	c.expectStored(shard1, rs[:3], "after the overlap")
 	return c.err
 }
 
