@@ -160,8 +160,8 @@
 // exactly once even while a host that lost a shard's lease (paused past
 // it, cut off from the coordinator) is still delivering, because the
 // Sink's transaction is the last fence. It must store each shard's
-// checkpoint and [Batch.Epoch] with the records, lock the shard's row, and
-// check in this order: (a) a checkpoint not further than the stored one is
+// checkpoint and [Batch.Epoch] with the records, lock the shard's row
+// (creating it first when the shard has none), and check in this order: (a) a checkpoint not further than the stored one is
 // stored already: return nil; (b) an epoch below the stored one is a host
 // that lost the lease: store nothing and return an error wrapping
 // [ErrLeaseLost] (the Loader stops that shard as a lost lease of reason
