@@ -68,11 +68,11 @@ func (s *session) sinkCheckpoints(ctx context.Context, leases []Lease) map[strin
 	if l.tx == nil || !s.shared || len(leases) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
 	defer cancel()
-	cps, err := l.tx.Checkpoints(ctx, l.cfg.Stream)
+	cps, err := l.tx.Checkpoints(cctx, l.cfg.Stream)
 	if err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil { // not stopping (a call that timed out is logged)
 			l.log.Warn("loading the sink's checkpoints for the leases acquired; resuming from the fleet's progress", "err", err)
 		}
 		return nil

@@ -77,6 +77,9 @@ type fleetRig struct {
 	// coords, when set for a host, is its Coordinator (default: the
 	// fleet's host).
 	coords map[string]kinesisload.Coordinator
+	// loggers, when set for a host, is its Loader's logger (default:
+	// none).
+	loggers map[string]*slog.Logger
 }
 
 func newFleetRig(t *testing.T, shards int) *fleetRig {
@@ -119,6 +122,9 @@ func (r *fleetRig) start(host string) {
 	opts := []kinesisload.Option{kinesisload.WithClient(r.fake), kinesisload.WithCoordinator(coord), kinesisload.WithLogger(slog.New(slog.DiscardHandler))}
 	if h := r.hooks[host]; h != nil {
 		opts = append(opts, kinesisload.WithHooks(h))
+	}
+	if lg := r.loggers[host]; lg != nil {
+		opts = append(opts, kinesisload.WithLogger(lg))
 	}
 	cfg := kinesisload.Config{Stream: "orders", Sink: r.sink.forHost(host), StartPosition: scan.TrimHorizon(),
 		IdleWait: 200 * time.Millisecond, ListShardsInterval: 300 * time.Millisecond}
