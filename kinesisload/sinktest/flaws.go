@@ -19,6 +19,7 @@ const (
 	flawSeqKey                              // records keyed by sequence number only: an aggregate keeps its first user record
 	flawAllStreams                          // Checkpoints returns the shards of every stream
 	flawNoLock                              // the checks and the write are not one transaction under the shard's lock
+	flawAtAsAfter                           // (c) and (d) take a stored AT_SEQUENCE_NUMBER start for AFTER_SEQUENCE_NUMBER: the record at it counts as stored
 	flawTextSeq                             // (c) and (d) compare sequence numbers as text, not as numbers
 	flawNoRowLock                           // as flawNoLock, but only for a shard with no row yet (SELECT ... FOR UPDATE of a missing row locks nothing)
 )

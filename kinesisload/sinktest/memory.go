@@ -261,6 +261,9 @@ func (m *Memory) after(b kinesisload.Batch, row Checkpoint) ([]kinesisload.Recor
 		if err != nil {
 			return nil, err
 		}
+		if m.flaws.has(flawAtAsAfter) && row.Position.Kind == scan.KindAtSequence {
+			c, _ = scan.Compare(scan.AfterSequence(r.SequenceNumber), scan.AfterSequence(row.Position.Sequence))
+		}
 		if m.flaws.has(flawTextSeq) && row.Position.Kind == scan.KindAfterSequence {
 			c = strings.Compare(r.SequenceNumber, row.Position.Sequence)
 		}

@@ -47,6 +47,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		{"keyed by sequence number", flawSeqKey, []string{"Aggregated"}},
 		{"Checkpoints of every stream", flawAllStreams, []string{"Checkpoints"}},
 		{"no lock", flawNoLock, []string{"ConcurrentZombie"}},
+		{"AT_SEQUENCE_NUMBER taken for AFTER", flawAtAsAfter, []string{"StartPositions"}},
 		{"sequence numbers compared as text", flawTextSeq, []string{"SequenceLength"}},
 		{"no lock of a missing row", flawNoRowLock, []string{"ConcurrentFirstBatch"}},
 	}

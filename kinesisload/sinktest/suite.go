@@ -98,6 +98,7 @@ var cases = []suiteCase{
 	{"ConcurrentZombie", testConcurrentZombie},
 	{"ConcurrentFirstBatch", testConcurrentFirstBatch},
 	{"SequenceLength", testSequenceLength},
+	{"StartPositions", testStartPositions},
 	{"Checkpoints", testCheckpoints},
 }
 
@@ -605,6 +606,32 @@ func testSequenceLength(ctx context.Context, h Harness) error {
 	c.deliver("a", c.of(shard1, 1, upTo(2), rs[:3]), stored, "a batch")
 	c.deliver("a", c.of(shard1, 1, upTo(4), rs[1:]), refusedBug, "an overlapping batch of the same lease")
 	c.expectStored(shard1, rs[:3], "after the overlap")
+	return c.err
+}
+
+// A shard's start may be any start position (Config.Shards): after an
+// AT_SEQUENCE_NUMBER start the record at it is the first to store, after
+// AT_TIMESTAMP or TRIM_HORIZON every record is; for the lease that reads
+// from the start (the same epoch, (d)) and for a new owner ((c)).
+func testStartPositions(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "StartPositions")
+	at := scan.AtSequence(seq(1))
+	c.deliver("a", c.start(shard0, at), stored, "an AT_SEQUENCE_NUMBER start")
+	c.deliver("a", c.batch(shard0, 0, 1, 3), stored, "the first batch from an AT_SEQUENCE_NUMBER start, without a fleet")
+	c.expectStored(shard0, records(1, 3), "after the first batch from an AT_SEQUENCE_NUMBER start")
+
+	c.deliver("a", c.start(shard1, at), stored, "an AT_SEQUENCE_NUMBER start")
+	c.deliver("b", c.batch(shard1, 2, 1, 3), stored, "a lease's first batch from an AT_SEQUENCE_NUMBER start")
+	c.expectStored(shard1, records(1, 3), "after a lease's first batch from an AT_SEQUENCE_NUMBER start")
+
+	ts := scan.AtTimestamp(arrival)
+	c.deliver("a", c.start(shard2, ts), stored, "an AT_TIMESTAMP start")
+	c.deliver("a", c.start(shard2, scan.TrimHorizon()), stored, "a TRIM_HORIZON start batch after it (a no-op)")
+	c.expectCheckpoint(shard2, ts, "after the start batches")
+	c.deliver("b", c.batch(shard2, 2, 1, 2), stored, "a lease's first batch from an AT_TIMESTAMP start")
+	c.deliver("b", c.batch(shard2, 2, 3, 4), stored, "its next batch")
+	c.expectStored(shard2, records(1, 4), "after batches from an AT_TIMESTAMP start")
+	c.expectCheckpoint(shard2, scan.AfterSequence(seq(4)), "after batches from an AT_TIMESTAMP start")
 	return c.err
 }
 
