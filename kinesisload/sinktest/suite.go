@@ -23,8 +23,11 @@ type Harness interface {
 	// Sink returns host's handle on the store. Every handle of one
 	// Harness shares the store (one database): the suite delivers a
 	// zombie's batches through one ("a") and a new owner's through
-	// another ("b"), concurrently in one case. The handles may be one
-	// and the same Sink.
+	// another ("b"), concurrently in some cases. The handles may be
+	// one and the same Sink only when the store is in the process (as
+	// Memory's): for a database, give each host a Sink of its own, as
+	// each process of a fleet has, or the concurrent cases pass a Sink
+	// whose lock is a mutex of the process, which holds no other host.
 	Sink(host string) kinesisload.TransactionalSink
 	// Stored returns the records stored for shard of stream, one entry
 	// per stored copy (a record stored twice, if the store allows it,
