@@ -167,7 +167,9 @@ func (f SinkFunc) Deliver(ctx context.Context, b Batch) error { return f(ctx, b)
 //	    checkpoint is always after a whole Kinesis record, so sub-sequence
 //	    numbers need no comparison), then the checkpoint and the epoch.
 //	(d) the same epoch: the batch must start right after the stored
-//	    checkpoint; an overlap is a bug: return an error.
+//	    checkpoint; an overlap is a bug: return an error that does not
+//	    wrap ErrLeaseLost (the Loader retries it, then stops Run with
+//	    ErrSink naming the shard, rather than giving the lease up).
 //
 // The epoch compared in (b), (c) and (d) is the one stored with the
 // checkpoint. These checks store every record once, even when a host that
