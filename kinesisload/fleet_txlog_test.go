@@ -3,6 +3,8 @@ package kinesisload_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -72,4 +74,45 @@ func TestFleetSinkCheckpointsTimeoutLogged(t *testing.T) {
 		t.Errorf("no warning %q in the log after Checkpoints timed out:\n%s", msg, logs.String())
 	}
 	r.close("a")
+}
+
+// fencedStarts is a host's handle on a txSink that refuses every start
+// batch (no records, epoch 0) as from a lost lease.
+type fencedStarts struct {
+	txHost
+	starts atomic.Int32
+}
+
+func (s *fencedStarts) Deliver(ctx context.Context, b kinesisload.Batch) error {
+	if len(b.Records) == 0 && b.Epoch == 0 {
+		s.starts.Add(1)
+		return fmt.Errorf("held at epoch 3: %w", kinesisload.ErrLeaseLost)
+	}
+	return s.txHost.Deliver(ctx, b)
+}
+
+// In a fleet too, a Sink's refusal of a start batch as from a lost lease
+// (no lease was given for it) stops Run with ErrSink naming the shard: it
+// is not the loss of the fleet's initialisation lock, after which the host
+// would initialise again, for ever.
+func TestFleetSinkLeaseLostOnStartBatchStopsRun(t *testing.T) {
+	r := newFleetRig(t, 1)
+	sink := &fencedStarts{txHost: txHost{s: newTxSink(), host: "a"}}
+	r.hostConfig = func(host string, c *kinesisload.Config) { c.Sink = sink }
+	r.start("a")
+	var err error
+	select {
+	case err = <-r.done["a"]:
+		r.runs["a"]()
+		delete(r.runs, "a") // stopped: nothing for the rig to close
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Run did not stop; the start batch was refused %d times", sink.starts.Load())
+	}
+	re, ok := errors.AsType[*kinesisload.RunError](err)
+	if !ok || !errors.Is(err, kinesisload.ErrSink) || re.Shard != txShard0 || re.Op != "Deliver" {
+		t.Fatalf("Run = %v, want a *RunError of class ErrSink naming Deliver and %s", err, txShard0)
+	}
+	if n := sink.starts.Load(); n != 1 {
+		t.Errorf("the start batch was delivered %d times, want once", n)
+	}
 }
