@@ -191,6 +191,14 @@ func (f SinkFunc) Deliver(ctx context.Context, b Batch) error { return f(ctx, b)
 // storing the batch: an error wrapping ErrLeaseLost then cannot be right,
 // and stops Run with a [*RunError] of class [ErrSink] naming the shard.
 //
+// The stored epochs belong to the lease table that issued them. When the
+// Loaders move to another table (a new dynamo.Config.Table, a table
+// deleted and created again) or from a fleet back to a single process,
+// set the epochs the Sink stores to 0 (keep the checkpoints) before they
+// start: otherwise every batch of a shard is refused until the new
+// table's epoch for it has passed the stored one (a lease lost and taken
+// again each time), and a single process stops on the first batch.
+//
 // Because a shard's position never moves back, restoring the Sink's store
 // from an older backup does not make the Loader deliver again what the
 // journal has already passed: restore the journal directory from the same
