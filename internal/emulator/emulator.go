@@ -85,6 +85,12 @@ const (
 //go:embed bind-localhost.js
 var bindLocalhost []byte
 
+// surviveAbort is dynalite's second preload: a client's aborted request
+// must not end the process (see survive-abort.js).
+//
+//go:embed survive-abort.js
+var surviveAbort []byte
+
 // Emulator is one running emulator process. Its fields are read-only.
 type Emulator struct {
 	// Kind is the emulator that runs.
@@ -157,6 +163,11 @@ func Launch(kind Kind, tmp string) (*Emulator, error) {
 	if err := os.WriteFile(preload, bindLocalhost, 0o644); err != nil {
 		return nil, fmt.Errorf("emulator: write the preload: %v", err)
 	}
+	if kind == Dynalite {
+		if err := os.WriteFile(filepath.Join(tmp, "survive-abort.js"), surviveAbort, 0o644); err != nil {
+			return nil, fmt.Errorf("emulator: write the preload: %v", err)
+		}
+	}
 
 	var errs []error
 	for attempt := 1; attempt <= startAttempts; attempt++ {
@@ -215,7 +226,9 @@ func launch(dir, preload, script string, kind Kind) (*Emulator, error) {
 		// The default shard limit is 10 for the whole account, and splits count.
 		args = append(args, "--port", strconv.Itoa(port), "--shardLimit", "1000")
 	case Dynalite:
-		// dynalite has a --host option: no preload needed, but harmless.
+		// dynalite has a --host option: bind-localhost.js is not needed,
+		// but harmless; survive-abort.js is.
+		args = append([]string{"-r", filepath.Join(filepath.Dir(preload), "survive-abort.js")}, args...)
 		args = append(args, "--host", "127.0.0.1", "--port", strconv.Itoa(port))
 	}
 
