@@ -20,9 +20,9 @@ type holder struct {
 	leases map[string]kinesisload.Lease
 }
 
-// holdAll joins host a, initialises n ACTIVE shards at 100 and acquires
-// them all.
-func holdAll(t *testing.T, h *harness, n int) *holder {
+// joinInitialised joins host a to stream s and initialises n ACTIVE
+// shards, shard-0 and up, at 100; the test's cleanup leaves.
+func joinInitialised(t *testing.T, h *harness, n int) kinesisload.Membership {
 	t.Helper()
 	ctx := context.Background()
 	m, err := h.Host("a").Join(ctx, "s")
@@ -37,6 +37,14 @@ func holdAll(t *testing.T, h *harness, n int) *holder {
 	if err := m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error { return st.Save(ctx, "s", ups) }); err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+// holdAll joins host a, initialises n ACTIVE shards at 100 and acquires
+// them all.
+func holdAll(t *testing.T, h *harness, n int) *holder {
+	t.Helper()
+	m := joinInitialised(t, h, n)
 	ho := &holder{h: h, m: m, leases: map[string]kinesisload.Lease{}}
 	ho.rounds(t, 2)
 	if len(ho.leases) != n {
@@ -246,15 +254,7 @@ func TestTakeWhoseAnswerIsLost(t *testing.T) {
 	e := emulator.Start(t, emulator.Dynalite)
 	h := newHarness(t, e.Endpoint)
 	ctx := context.Background()
-	m, err := h.Host("a").Join(ctx, "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Leave(context.Background()) })
-	ups := []kinesisload.ShardProgress{{ShardID: "shard-0", State: kinesisload.StateActive, Position: scan.AfterSequence("100")}}
-	if err := m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error { return st.Save(ctx, "s", ups) }); err != nil {
-		t.Fatal(err)
-	}
+	m := joinInitialised(t, h, 1)
 	if ls, err := m.Acquire(ctx, []string{"shard-0"}); err != nil || len(ls) != 0 {
 		t.Fatalf("Acquire before any round = %v, %v", ls, err)
 	}

@@ -25,14 +25,7 @@ func TestLeaveReleasesATakeInFlight(t *testing.T) {
 	// take is known.
 	h.cfg.CallTimeout = time.Minute
 	ctx := context.Background()
-	m, err := h.Host("a").Join(ctx, "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ups := []kinesisload.ShardProgress{{ShardID: "shard-0", State: kinesisload.StateActive, Position: scan.AfterSequence("100")}}
-	if err := m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error { return st.Save(ctx, "s", ups) }); err != nil {
-		t.Fatal(err)
-	}
+	m := joinInitialised(t, h, 1)
 	if ls, err := m.Acquire(ctx, []string{"shard-0"}); err != nil || len(ls) != 0 {
 		t.Fatalf("Acquire before any round = %v, %v", ls, err)
 	}
@@ -107,17 +100,7 @@ func TestAcquireReleasesADroppedLeaseWhileStopping(t *testing.T) {
 	e := emulator.Start(t, emulator.Dynalite)
 	h := newHarness(t, e.Endpoint)
 	ctx := context.Background()
-	m, err := h.Host("a").Join(ctx, "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ups := []kinesisload.ShardProgress{
-		{ShardID: "shard-0", State: kinesisload.StateActive, Position: scan.AfterSequence("100")},
-		{ShardID: "shard-1", State: kinesisload.StateActive, Position: scan.AfterSequence("100")},
-	}
-	if err := m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error { return st.Save(ctx, "s", ups) }); err != nil {
-		t.Fatal(err)
-	}
+	m := joinInitialised(t, h, 2)
 	both := []string{"shard-0", "shard-1"}
 	if _, err := m.Acquire(ctx, both); err != nil {
 		t.Fatal(err)
@@ -158,15 +141,7 @@ func TestReleasedLeaseNotTakenBackUntilOfferedAgain(t *testing.T) {
 	e := emulator.Start(t, emulator.Dynalite)
 	h := newHarness(t, e.Endpoint)
 	ctx := context.Background()
-	m, err := h.Host("a").Join(ctx, "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Leave(context.Background()) })
-	ups := []kinesisload.ShardProgress{{ShardID: "shard-0", State: kinesisload.StateActive, Position: scan.AfterSequence("100")}}
-	if err := m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error { return st.Save(ctx, "s", ups) }); err != nil {
-		t.Fatal(err)
-	}
+	m := joinInitialised(t, h, 1)
 	_, renew := h.Timing()
 	var l kinesisload.Lease
 	for range 10 {
