@@ -77,7 +77,18 @@ type ShardResult struct {
 	// [Request.At] (of the tip record when At is zero), or TRIM_HORIZON
 	// when there was none.
 	Position Position
-	Stats    Stats
+	// Ended reports that a read of the scan reached the end of the
+	// (closed) shard without meeting a record that arrived at or after
+	// [Request.At]: no record of the shard is after the resolved start,
+	// and a reader from Position would find only the shard's end. It is
+	// a proof as far as the endpoint's null iterator is one (an odd
+	// endpoint may end an open shard's iterator, so a Loader acts on it
+	// only for a shard ListShards lists closed). False says only that
+	// the scan did not read to the shard's end (an open shard, or a
+	// closed one it had no need to read through), not that records
+	// remain.
+	Ended bool
+	Stats Stats
 }
 
 // Stats is the cost of resolving one shard.

@@ -64,6 +64,9 @@ type shardScan struct {
 	// GetShardIterator must answer: it tells an endpoint that leaves one
 	// probe unanswered from one that is down. See probeIterator.
 	control Position
+	// ended is set when a read reached the end of the closed shard
+	// without a record at or after T0 (see ShardResult.Ended).
+	ended bool
 }
 
 // record is what a scan keeps of a record: never its payload.
@@ -93,7 +96,7 @@ func (r *Resolver) resolveShard(ctx context.Context, req Request, shard string) 
 		return ShardResult{}, err
 	}
 	s.stats.Duration = r.cfg.Now().Sub(start)
-	return ShardResult{Shard: shard, Position: pos, Stats: s.stats}, nil
+	return ShardResult{Shard: shard, Position: pos, Ended: s.ended, Stats: s.stats}, nil
 }
 
 // fullScan reads from TRIM_HORIZON to the tip: the seed's algorithm.
@@ -325,7 +328,11 @@ func (s *shardScan) readToTip(ctx context.Context, start Position, limit int32, 
 		}
 		if iter == "" {
 			// No iterator from start or from the renewal: a closed
-			// shard's end, the tip whichever strategy asked.
+			// shard's end, the tip whichever strategy asked. Every read
+			// starts before the first record at or after T0 (a time
+			// before T0, or a record before it), so no such record
+			// exists.
+			s.ended = true
 			return last, seen, true, nil
 		}
 		out, err := s.getRecords(ctx, iter, limit)
@@ -358,7 +365,11 @@ func (s *shardScan) readToTip(ctx context.Context, start Position, limit int32, 
 		recs := s.beforeAt(out.Records)
 		// The tip: T0, the end of a closed shard, or a page that is not
 		// full and is not behind.
-		tip = len(recs) < len(out.Records) || out.NextShardIterator == nil ||
+		atT0 := len(recs) < len(out.Records)
+		if !atT0 && out.NextShardIterator == nil {
+			s.ended = true // as for an empty iterator above
+		}
+		tip = atT0 || out.NextShardIterator == nil ||
 			len(out.Records) < int(limit) && out.MillisBehindLatest != nil && *out.MillisBehindLatest == 0
 		if n := len(recs); n > 0 {
 			rec := &recs[n-1]
