@@ -1,8 +1,13 @@
 package kinesisload_test
 
 import (
+	"context"
+	"math/big"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
@@ -40,4 +45,55 @@ func TestFleetTakeOverResolvesAtTheFirstStartTime(t *testing.T) {
 			t.Errorf("record %s delivered by host %s, which died before its commit", d.data, d.host)
 		}
 	}
+}
+
+// As above, and the shard splits while no host reads: the host that takes
+// the initialisation over lists it CLOSED. It is resolved at the first T0
+// like any other, so the records it received after T0 are delivered, then
+// its children's. (Before the fix the closed shard became SHARD_END
+// without being read: 0 of 20.)
+func TestFleetTakeOverReadsAShardThatClosedAfterT0(t *testing.T) {
+	r := newFleetRig(t, 1)
+	r.configure = func(c *kinesisload.Config) { c.StartPosition = scan.Latest() }
+	resolving := make(chan struct{}, 1)
+	r.fake.Inject(kinesistest.Fault{Op: kinesistest.OpGetShardIterator, Nth: 1, Entered: resolving, Block: make(chan struct{})})
+	r.start("a")
+	select {
+	case <-resolving:
+	case err := <-r.done["a"]:
+		t.Fatalf("host a: Run returned before resolving: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("host a never began resolving LATEST")
+	}
+	r.kill("a")
+	want := r.put(20)
+	splitFake(t, r.fake, "orders", "shardId-000000000000")
+	time.Sleep(1100 * time.Millisecond) // past Kinesis's whole-second Date
+	r.start("b")
+	want = append(want, r.put(20)...) // on the children
+	r.waitAll(want)
+	checkOrder(t, r.fake, r.sink.deliveries())
+}
+
+// splitFake splits shard of stream in the middle of its hash range.
+func splitFake(t *testing.T, f *kinesistest.Fake, stream, shard string) {
+	t.Helper()
+	out, err := f.ListShards(context.Background(), &kinesis.ListShardsInput{StreamName: aws.String(stream)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range out.Shards {
+		if aws.ToString(s.ShardId) != shard {
+			continue
+		}
+		lo, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.StartingHashKey), 10)
+		hi, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.EndingHashKey), 10)
+		mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+		if _, err := f.SplitShard(context.Background(), &kinesis.SplitShardInput{StreamName: aws.String(stream),
+			ShardToSplit: aws.String(shard), NewStartingHashKey: aws.String(mid.String())}); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("no shard %s", shard)
 }

@@ -32,8 +32,11 @@ type session struct {
 	// identity is the stream's identity, checked at the start of every
 	// initialisation and after every ListShards.
 	identity StreamIdentity
-	// t0 is the T0 of this session's start-up once taken, kept across
-	// its attempts (see startTime); zero once the start-up is saved.
+	// began is when Run began, on this host's monotonic clock: a first
+	// run's T0 is Kinesis's clock at that moment (see keepStart).
+	began time.Time
+	// t0 is the T0 of this Run's start-up once taken, kept across its
+	// attempts (see startTime); zero once the start-up is saved.
 	t0 time.Time
 
 	// commit guards the consume loops' saves against sealed: once set,
@@ -251,13 +254,12 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 		}
 		for _, r := range results {
 			unanswered += r.Stats.Unanswered
-			l.log.Debug("resolved", "shard", r.Shard, "position", r.Position, "calls", r.Stats.Calls, "bytes", r.Stats.Bytes)
-			t.nodes[r.Shard].Position = r.Position
-			// Every resolved position goes into the batch, also that of
-			// a shard whose LATEST was stored before (a new shard's update
-			// from observe carries it too; merge makes the pair one).
-			updates = append(updates, ShardProgress{ShardID: r.Shard, Position: r.Position})
+			l.log.Debug("resolved", "shard", r.Shard, "position", r.Position, "ended", r.Ended, "calls", r.Stats.Calls, "bytes", r.Stats.Bytes)
 		}
+		// Every resolved position goes into the batch, also that of a
+		// shard whose LATEST was stored before (a new shard's update from
+		// observe carries LATEST, replaced here; merge makes the pair one).
+		updates = append(updates, t.resolved(results)...)
 		for i, u := range updates {
 			if n := t.nodes[u.ShardID]; n != nil && u.Position.Kind == scan.KindLatest {
 				updates[i].Position = n.Position

@@ -196,13 +196,16 @@ func (t *topology) observe(shards []types.Shard) ([]ShardProgress, error) {
 		if n.Position.Kind == 0 {
 			n.Position = t.startOf(id)
 		}
+		// A closed shard whose start is LATEST is resolved at T0 like an
+		// open one: it may have closed after T0 (a split or merge during
+		// the start-up, or before a restart or a takeover that reuses
+		// T0), with records at or after T0 still to deliver. The batch
+		// completes it when its scan proves there are none (see
+		// resolved).
 		switch {
 		case n.Position.Kind == scan.KindShardEnd:
 			// Config.Shards says so: complete without reading.
 			n.State = StateCompleted
-		case n.Position.Kind == scan.KindLatest && n.closed:
-			// Nothing arrives in a closed shard after LATEST.
-			n.Position, n.State = scan.ShardEnd(), StateCompleted
 		case t.ready(id):
 			n.State = StateActive
 		default:
@@ -303,10 +306,66 @@ func (t *topology) startOf(id string) scan.Position {
 		return p
 	case !t.initial && !selected:
 		return scan.TrimHorizon()
-	case t.start.Kind == scan.KindLatest && !t.ready(id):
+	case t.start.Kind == scan.KindLatest && !t.readyAtT0(id):
 		return scan.TrimHorizon()
 	}
 	return t.start
+}
+
+// readyAtT0 reports whether every tracked parent of id is COMPLETED, or is
+// itself to be resolved at T0 in this batch (its start is LATEST): the
+// shard may then be resolved at T0 too, and [topology.resolved] decides
+// once the parents' scans say whether they have records after T0.
+func (t *topology) readyAtT0(id string) bool {
+	for _, p := range t.nodes[id].Parents {
+		pn := t.nodes[p]
+		if pn != nil && t.tracked(p) && pn.State != StateCompleted && pn.Position.Kind != scan.KindLatest {
+			return false
+		}
+	}
+	return true
+}
+
+// resolved applies the batch's results to the topology and returns the
+// updates to save. A shard listed closed whose scan proved that it holds no
+// record at or after T0 ([scan.ShardResult.Ended]) is COMPLETED at
+// SHARD_END without being read. A shard resolved at T0 while a parent of
+// it still has records to deliver (the parent closed after T0, so the
+// child was born after it) starts at TRIM_HORIZON instead, so that its
+// records follow the parent's with no gap whatever the arrival times say;
+// an explicit start in Config.Shards is kept.
+func (t *topology) resolved(results []scan.ShardResult) []ShardProgress {
+	ids := make([]string, 0, len(results))
+	for _, r := range results {
+		n := t.nodes[r.Shard]
+		n.Position = r.Position
+		if r.Ended && n.closed {
+			// Only for a shard ListShards lists closed: an odd endpoint
+			// may end an open shard's iterator too (that shard is read,
+			// and its end confirmed, as any other).
+			n.Position, n.State = scan.ShardEnd(), StateCompleted
+		}
+		ids = append(ids, r.Shard)
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		if d := cmpDepth(t, a, b); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	updates := make([]ShardProgress, 0, len(ids))
+	for _, id := range ids {
+		n := t.nodes[id]
+		if _, explicit := t.selected[id]; !explicit && n.State != StateCompleted && !t.ready(id) {
+			n.Position = scan.TrimHorizon()
+		}
+		u := ShardProgress{ShardID: id, Position: n.Position}
+		if n.State == StateCompleted {
+			u.State = StateCompleted
+		}
+		updates = append(updates, u)
+	}
+	return updates
 }
 
 // ready reports whether every tracked parent of id is COMPLETED. A parent
@@ -322,12 +381,12 @@ func (t *topology) ready(id string) bool {
 	return true
 }
 
-// unresolved returns the tracked open shards whose position is still
-// LATEST: the batch to resolve before anything is read.
+// unresolved returns the tracked shards, open or closed, whose position
+// is still LATEST: the batch to resolve at T0 before anything is read.
 func (t *topology) unresolved() []string {
 	var ids []string
 	for id, n := range t.nodes {
-		if n.listed && !n.closed && n.State != StateCompleted && n.Position.Kind == scan.KindLatest && t.tracked(id) {
+		if n.listed && n.State != StateCompleted && n.Position.Kind == scan.KindLatest && t.tracked(id) {
 			ids = append(ids, id)
 		}
 	}
