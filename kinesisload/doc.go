@@ -21,16 +21,25 @@
 //
 // Then it initialises: it loads the stored progress (and, for a
 // [TransactionalSink], the Sink's own checkpoints, taking the furthest of the
-// two for every shard), lists the shards, resolves every tracked open shard
+// two for every shard), lists the shards, resolves every tracked shard
 // whose position is LATEST as one batch, and saves the whole batch in one
 // atomic step (one journal record, or for a batch too large for one record
 // several parts that only their commit record publishes). LATEST means the
-// stream at T0, Kinesis's clock when the start-up began
-// ([scan.Resolver.Now]): each shard starts just after the last record that
-// arrived before T0, however long the resolution takes. T0 is saved before
-// anything is resolved (a [StartStore], which [JournalStore] is), so a
-// start-up that dies before its batch is saved resolves at the same T0 when
-// it runs again; it is cleared once the batch is saved.
+// stream at T0, Kinesis's clock when the first Run began (the Date of its
+// first answer, DescribeStreamSummary's, less the time elapsed since Run
+// was called): each shard starts just after the last record that arrived
+// before T0, however long the resolution takes. T0 is the first Run's
+// first durable write, saved with the stream's identity before anything
+// else (in a [StartStore], which [JournalStore] is), so a start-up that
+// dies at any later point resolves at the same T0 when it runs again, and
+// so does a fleet host that takes the initialisation over; it is cleared
+// once the batch is saved. Every shard is resolved at T0 whatever its
+// state when listed: a shard that closed after T0 (split or merged during
+// the start-up, or before a restart or a takeover) still has records at or
+// after T0, which are read before its children's; a closed shard whose
+// scan proves it has none is COMPLETED without being read. A stream
+// adopted by a start-over resolves at [StartOverT0], its creation: LATEST
+// is its beginning.
 // Only then does any consume loop start, for
 // any shard, open or closed: a shard split or merged while its scan was
 // running waits too. If initialisation is paused, closed or cancelled, or a

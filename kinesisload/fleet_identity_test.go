@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/scan"
 )
 
 // recreate deletes the rig's stream and creates it again under its name:
@@ -195,4 +196,34 @@ func (r *fleetRig) identity() kinesisload.StreamIdentity {
 	}
 	d := out.StreamDescriptionSummary
 	return kinesisload.StreamIdentity{ARN: aws.ToString(d.StreamARN), Created: d.StreamCreationTimestamp.UTC()}
+}
+
+// The same with LATEST: the new stream arrived wholly after the fleet's
+// first T0, so the fleet reads it from its beginning, also the records it
+// received before any host noticed it. (Before the fix the new generation
+// resolved LATEST anew and skipped them.)
+func TestFleetRecreatedStreamWithLatestReadsItFromItsBeginning(t *testing.T) {
+	r := newFleetRig(t, 2)
+	r.configure = func(c *kinesisload.Config) {
+		c.StartPosition = scan.Latest()
+		c.OnStreamRecreated = kinesisload.StreamRecreatedStartOver
+		c.ListShardsInterval = 50 * time.Millisecond
+	}
+	for _, h := range []string{"a", "b"} {
+		r.start(h)
+	}
+	// Initialised: what is put now is delivered.
+	first := r.put(10)
+	r.waitAll(first)
+	for _, h := range []string{"a", "b"} {
+		r.loads[h].Pause()
+	}
+	r.recreate(2)
+	early := r.put(20)
+	time.Sleep(1100 * time.Millisecond) // a T0 taken from now on is after them
+	for _, h := range []string{"a", "b"} {
+		r.loads[h].Resume()
+	}
+	late := r.put(20)
+	r.waitAll(append(early, late...))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/tidemark/tidemark/internal/kerr"
 	"github.com/tidemark/tidemark/scan"
@@ -105,9 +106,12 @@ const (
 	// store under its identity (the [PositionStore]'s StartOver; a
 	// [JournalStore] keeps it, see [JournalStore.Archives]) and reads the
 	// new stream as on a first run: every shard from
-	// [Config.StartPosition] (LATEST is resolved on the new stream) or its
-	// start in [Config.Shards]. When this happens while Run reads, Run
-	// stops reading the old stream and starts over by itself.
+	// [Config.StartPosition] or its start in [Config.Shards], as they mean
+	// relative to the first Run's T0. The new stream arrived wholly after
+	// T0, so LATEST means its beginning (it is resolved at
+	// [StartOverT0]): what it received before the Loader noticed it is
+	// delivered too. When this happens while Run reads, Run stops reading
+	// the old stream and starts over by itself.
 	//
 	// A [TransactionalSink]'s checkpoints are keyed by stream name and
 	// shard ID too, so they would apply the old stream's positions to the
@@ -124,8 +128,8 @@ const (
 	// lost ([LostStartedOver]: nothing more is committed under them), its
 	// session ends, and its next one initialises the new stream through
 	// the fleet's initialisation lock, as on a first run: LATEST is
-	// resolved once for the fleet on the new stream and is durable before
-	// any host reads it. No host reads the new stream with the old
+	// resolved once for the fleet on the new stream, at [StartOverT0],
+	// and is durable before any host reads it. No host reads the new stream with the old
 	// progress, and Run goes on. The fleet moves only forward: a host that
 	// sees a stream created no later than the one the fleet reads stops
 	// with a [*RunError] of class [ErrJournal] (op "StartOver") wrapping
@@ -147,32 +151,67 @@ func (r StreamRecreated) String() string {
 // describeIdentity asks Kinesis for the stream's identity, retrying
 // transient failures like every call of the Loader (see callKinesis).
 func (s *session) describeIdentity(ctx context.Context) (StreamIdentity, error) {
+	id, _, err := s.describeIdentityAt(ctx)
+	return id, err
+}
+
+// describeIdentityAt is describeIdentity that also returns Kinesis's clock
+// when this Run began ([session.began]), read from the answer (see
+// kinesisClockAt).
+func (s *session) describeIdentityAt(ctx context.Context) (StreamIdentity, time.Time, error) {
 	var id StreamIdentity
+	var at time.Time
 	err := s.callKinesis(ctx, "", "DescribeStreamSummary", func(ctx context.Context) error {
 		var err error
-		id, err = describeStream(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
+		var md middleware.Metadata
+		id, md, err = describeStreamMeta(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
+		if err == nil {
+			at = kinesisClockAt(md, s.began)
+		}
 		return err
 	})
-	return id, err
+	return id, at, err
+}
+
+// kinesisClockAt returns Kinesis's clock at the moment then (a reading of
+// this host's monotonic clock before the call whose answer's metadata is
+// md), to the millisecond: the answer's server time (its HTTP Date, whole
+// seconds floored, stamped before the answer arrived) minus the time
+// elapsed here since then. It is never later than Kinesis's clock at then,
+// and at most a second plus the time since then earlier. When the answer
+// carries no server time, it is this host's clock at then minus
+// [scan.HostClockBound], as [scan.Resolver.Now] does.
+func kinesisClockAt(md middleware.Metadata, then time.Time) time.Time {
+	if at, ok := scan.ServerTime(md); ok {
+		return at.Add(-max(time.Since(then), 0)).UTC().Truncate(time.Millisecond)
+	}
+	return then.Add(-scan.HostClockBound).UTC().Truncate(time.Millisecond)
 }
 
 // describeStream makes one DescribeStreamSummary call.
 func describeStream(ctx context.Context, c scan.Client, stream string, timeout time.Duration) (StreamIdentity, error) {
+	id, _, err := describeStreamMeta(ctx, c, stream, timeout)
+	return id, err
+}
+
+// describeStreamMeta is describeStream that also returns the answer's
+// metadata.
+func describeStreamMeta(ctx context.Context, c scan.Client, stream string, timeout time.Duration) (StreamIdentity, middleware.Metadata, error) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out, err := c.DescribeStreamSummary(cctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)}, noSDKRetries)
 	if err != nil {
-		return StreamIdentity{}, err
+		return StreamIdentity{}, middleware.Metadata{}, err
 	}
 	if out == nil || out.StreamDescriptionSummary == nil ||
 		aws.ToString(out.StreamDescriptionSummary.StreamARN) == "" || out.StreamDescriptionSummary.StreamCreationTimestamp == nil {
-		return StreamIdentity{}, fmt.Errorf("%w: DescribeStreamSummary returned no StreamARN or no StreamCreationTimestamp, which identify the stream", kerr.ErrOddAnswer)
+		return StreamIdentity{}, middleware.Metadata{}, fmt.Errorf("%w: DescribeStreamSummary returned no StreamARN or no StreamCreationTimestamp, which identify the stream", kerr.ErrOddAnswer)
 	}
 	d := out.StreamDescriptionSummary
 	if d.StreamStatus == types.StreamStatusDeleting {
-		return StreamIdentity{}, fmt.Errorf("%w: stream %s has status DELETING", ErrStreamDeleted, stream)
+		return StreamIdentity{}, middleware.Metadata{}, fmt.Errorf("%w: stream %s has status DELETING", ErrStreamDeleted, stream)
 	}
-	return StreamIdentity{ARN: *d.StreamARN, Created: d.StreamCreationTimestamp.UTC()}, nil
+	return StreamIdentity{ARN: *d.StreamARN, Created: d.StreamCreationTimestamp.UTC()}, out.ResultMetadata, nil
 }
 
 // ErrStreamDeleted is wrapped by the error that stops Run when Kinesis says
@@ -205,7 +244,7 @@ func errorIsNotFound(err error) bool {
 // Config.OnStreamRecreated says so.
 func (s *session) establishIdentity(ctx context.Context) error {
 	l, stream := s.l, s.l.cfg.Stream
-	cur, err := s.describeIdentity(ctx)
+	cur, began, err := s.describeIdentityAt(ctx)
 	if err != nil {
 		return err
 	}
@@ -216,6 +255,14 @@ func (s *session) establishIdentity(ctx context.Context) error {
 	switch {
 	case stored.Equal(cur):
 	case stored.IsZero():
+		// A first run: T0, the moment this Run began on Kinesis's clock,
+		// is its first durable write, made from Kinesis's first answer.
+		// A start-up that dies at any later point resolves at it when it
+		// runs again, so nothing that arrived since this Run began is
+		// taken for "before the start".
+		if err := s.keepStart(ctx, began); err != nil {
+			return err
+		}
 		l.log.Info("journaling the stream's identity", "identity", cur.String())
 		if err := s.store.SetIdentity(ctx, stream, cur); err != nil {
 			return fmt.Errorf("kinesisload: stream %s: saving the stream's identity: %w", stream, err)
@@ -244,6 +291,11 @@ func (s *session) establishIdentity(ctx context.Context) error {
 			// cannot start over, such as a fleet's, stops every host).
 			return stopError(stream, "", "StartOver", ErrJournal, fmt.Errorf("%w: stream %s was deleted and created again (it was %s, it is now %s): "+
 				"starting over: %w", ErrStreamMismatch, stream, stored, cur, err))
+		}
+		if _, durable := s.store.(StartStore); !durable {
+			// A StartStore's StartOver left StartOverT0 pending; with
+			// another store this Run keeps it in memory.
+			s.t0 = StartOverT0(cur)
 		}
 	}
 	s.identity = cur

@@ -114,8 +114,11 @@ func TestRecreatedStreamStopsRun(t *testing.T) {
 
 // With OnStreamRecreated = StreamRecreatedStartOver the old progress is
 // archived in the journal under the old identity, never deleted, and the
-// new stream is read as on a first run: from TRIM_HORIZON completely, or at
-// LATEST resolved anew on the new stream.
+// new stream is read where the configured start means relative to the
+// first Run's T0: from TRIM_HORIZON completely, and with LATEST from its
+// beginning too, since every record of it arrived after T0. (Before the
+// fix, LATEST was resolved anew at the restart and skipped the records the
+// new stream received before it: 0 of 3.)
 func TestRecreatedStreamStartOver(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -123,7 +126,7 @@ func TestRecreatedStreamStartOver(t *testing.T) {
 		early bool // records put before the Run are delivered
 	}{
 		{"TRIM_HORIZON", scan.TrimHorizon(), true},
-		{"LATEST", scan.Latest(), false},
+		{"LATEST", scan.Latest(), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newFakeStream(t, 1)

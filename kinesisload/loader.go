@@ -135,6 +135,7 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 		return ErrRunning
 	}
 	l.running = true
+	began := time.Now()
 	done := make(chan struct{})
 	l.done = done
 	l.mu.Unlock()
@@ -191,7 +192,7 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 	if coord == nil {
 		coord = NewStoreCoordinator(store)
 	}
-	env := &session{l: l, client: client, resolver: resolver, coord: coord, shared: l.opt.coord != nil}
+	env := &session{l: l, client: client, resolver: resolver, coord: coord, shared: l.opt.coord != nil, began: began}
 	for {
 		if err := l.waitRunnable(ctx); err != nil {
 			return err

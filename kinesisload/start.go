@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tidemark/tidemark/scan"
 )
 
 // StartStore is an optional capability of a [PositionStore]: it keeps T0,
@@ -17,6 +19,9 @@ import (
 // memory, but each Run takes a new one, and records that arrived between a
 // start-up that died before saving its batch and the next one are taken
 // for "before the start".
+//
+// A StartStore's StartOver leaves [StartOverT0] of the new identity
+// pending, in the same atomic write (see there).
 //
 // Implementations must be safe for concurrent use.
 type StartStore interface {
@@ -33,6 +38,23 @@ type StartStore interface {
 }
 
 var _ StartStore = (*JournalStore)(nil)
+
+// StartOverT0 is the T0 of a stream adopted by a start-over
+// ([StreamRecreatedStartOver]): its creation time less
+// [scan.HostClockBound]. The stream was created after the first Run's T0
+// (the old stream, whose identity that Run stored, stood then), so every
+// record of it arrived after the start, and LATEST resolved at StartOverT0
+// means its beginning; a fixed start ([Config.StartPosition]
+// TRIM_HORIZON or AT_TIMESTAMP) means what it says on it. The margin keeps
+// a record stamped by a clock a little behind the one that stamped the
+// stream's creation after T0 all the same.
+//
+// A [StartStore] leaves StartOverT0(id) pending when StartOver(id) starts
+// the stream over, in the same atomic write, so that a start-up that dies
+// at any point after the start-over resolves at it too.
+func StartOverT0(id StreamIdentity) time.Time {
+	return id.Created.Add(-scan.HostClockBound).UTC().Truncate(time.Millisecond)
+}
 
 // LoadStart implements [StartStore].
 func (s *JournalStore) LoadStart(ctx context.Context, stream string) (time.Time, bool, error) {
@@ -73,10 +95,33 @@ func (s *JournalStore) ClearStart(ctx context.Context, stream string) error {
 	return s.write(ctx, stream, rec)
 }
 
+// keepStart makes t0 the pending T0 of the stream, unless one is pending
+// already (the store's, or this Run's in memory): durably when the store
+// is a [StartStore] (the first run's first write), in memory otherwise.
+func (s *session) keepStart(ctx context.Context, t0 time.Time) error {
+	stream := s.l.cfg.Stream
+	ss, durable := s.store.(StartStore)
+	if !durable {
+		if s.t0.IsZero() {
+			s.t0 = t0
+		}
+		return nil
+	}
+	got, err := ss.SaveStart(ctx, stream, t0)
+	if err != nil {
+		return stopError(stream, "", "SaveStart", ErrJournal, fmt.Errorf("saving the start time: %w", err))
+	}
+	s.t0 = got
+	s.l.log.Info("start time", "t0", got, "journaled", true)
+	return nil
+}
+
 // startTime returns the T0 of this start-up: the pending one, if the store
-// kept one, or the one an earlier attempt of this session took, or
-// Kinesis's clock when the session began (began, by this
-// host's monotonic clock), journaled before it is used.
+// kept one (the first run's, saved with the stream's identity), or the one
+// an earlier attempt of this Run took, or else Kinesis's clock when the
+// start-up began (began, by this host's monotonic clock: a later start-up
+// with shards to resolve, such as a widened selection), journaled before
+// it is used.
 func (s *session) startTime(ctx context.Context, began time.Time) (time.Time, error) {
 	stream := s.l.cfg.Stream
 	ss, durable := s.store.(StartStore)
@@ -86,7 +131,10 @@ func (s *session) startTime(ctx context.Context, began time.Time) (time.Time, er
 			return time.Time{}, stopError(stream, "", "LoadStart", ErrJournal, fmt.Errorf("loading the start time: %w", err))
 		}
 		if ok {
-			s.l.log.Info("resolving LATEST at the start time of an earlier start-up", "t0", t0)
+			if !t0.Equal(s.t0) {
+				s.l.log.Info("resolving LATEST at the start time of an earlier start-up", "t0", t0)
+			}
+			s.t0 = t0
 			return t0, nil
 		}
 	}

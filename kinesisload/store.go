@@ -237,8 +237,9 @@ func (s *JournalStore) apply(rec storeRecord) {
 		m.Identity = *rec.Identity
 		shards = map[string]ShardProgress{}
 		s.streams[rec.Stream] = shards
-		// The new stream's start-up takes its own T0.
-		delete(s.starts, rec.Stream)
+		// The new stream arrived wholly after the first Run's T0: its
+		// start-up resolves at StartOverT0 (LATEST is its beginning).
+		s.starts[rec.Stream] = StartOverT0(*rec.Identity)
 	case rec.StartOver:
 		// Applied already (the snapshot holds it).
 	case rec.Identity != nil && rec.Gen >= 0 && rec.Gen < gen:
@@ -417,7 +418,8 @@ func (s *JournalStore) SetIdentity(ctx context.Context, stream string, id Stream
 }
 
 // StartOver implements [PositionStore]: one journal record, which moves
-// the progress into an archive (see [JournalStore.Archives]).
+// the progress into an archive (see [JournalStore.Archives]) and leaves
+// [StartOverT0] of id pending (see [StartStore]).
 func (s *JournalStore) StartOver(ctx context.Context, stream string, id StreamIdentity) error {
 	if id.IsZero() {
 		return fmt.Errorf("kinesisload: stream %s: StartOver with the zero StreamIdentity", stream)

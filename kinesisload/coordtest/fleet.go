@@ -1633,13 +1633,23 @@ func (m *member) checkGen() error {
 var _ kinesisload.StartStore = stagingStore{}
 
 // LoadStart implements [kinesisload.StartStore]: the T0 in the init item,
-// saved by this or an earlier holder of the initialisation lock.
+// saved by this or an earlier holder of the initialisation lock; in a
+// generation started over (see StartOver) that none saved,
+// [kinesisload.StartOverT0] of its stream.
 func (s stagingStore) LoadStart(ctx context.Context, stream string) (time.Time, bool, error) {
 	if err := (sharedStore{m: s.m}).check(ctx, stream); err != nil {
 		return time.Time{}, false, err
 	}
 	var t0 time.Time
-	err := s.m.h.access(s.m.part, false, func(tb *table) error { t0 = tb.init.T0; return nil })
+	if err := s.m.h.access(s.m.part, false, func(tb *table) error { t0 = tb.init.T0; return nil }); err != nil || !t0.IsZero() || s.m.gen == 0 {
+		return t0, err == nil && !t0.IsZero(), err
+	}
+	err := s.m.h.access(stream, false, func(tb *table) error {
+		if tb.gen == s.m.gen {
+			t0 = kinesisload.StartOverT0(tb.identity)
+		}
+		return nil
+	})
 	return t0, err == nil && !t0.IsZero(), err
 }
 
@@ -1652,6 +1662,9 @@ func (s stagingStore) SaveStart(ctx context.Context, stream string, t0 time.Time
 	}
 	if t0.IsZero() {
 		return time.Time{}, fmt.Errorf("coordtest: stream %s: SaveStart with the zero time", stream)
+	}
+	if pending, ok, err := s.LoadStart(ctx, stream); err != nil || ok {
+		return pending, err
 	}
 	var got time.Time
 	err := s.m.retry(ctx, s.m.part, func(tb *table) error {

@@ -535,7 +535,9 @@ func (st stagingStore) Save(ctx context.Context, stream string, updates []kinesi
 var _ kinesisload.StartStore = stagingStore{}
 
 // LoadStart implements [kinesisload.StartStore]: the t0 of the init item,
-// saved by this or an earlier holder of the initialisation lock.
+// saved by this or an earlier holder of the initialisation lock; in a
+// generation started over (see StartOver) that none saved,
+// [kinesisload.StartOverT0] of its stream.
 func (st stagingStore) LoadStart(ctx context.Context, stream string) (time.Time, bool, error) {
 	m, c := st.m, st.m.c
 	if err := m.shared().check(ctx, stream); err != nil {
@@ -545,6 +547,15 @@ func (st stagingStore) LoadStart(ctx context.Context, stream string) (time.Time,
 		ii, err := m.readInit(ctx)
 		switch classify(err) {
 		case classOK:
+			if ii.t0.IsZero() && m.gen > 0 {
+				ident, err := m.readIdentity(ctx)
+				if err != nil {
+					return time.Time{}, false, err
+				}
+				if ident.gen == m.gen {
+					return kinesisload.StartOverT0(ident.id), true, nil
+				}
+			}
 			return ii.t0, !ii.t0.IsZero(), nil
 		case classFatal:
 			return time.Time{}, false, c.fatal("GetItem", err)
@@ -568,6 +579,9 @@ func (st stagingStore) SaveStart(ctx context.Context, stream string, t0 time.Tim
 	}
 	if t0.IsZero() {
 		return time.Time{}, fmt.Errorf("dynamo: stream %s: SaveStart with the zero time", stream)
+	}
+	if pending, ok, err := st.LoadStart(ctx, stream); err != nil || ok {
+		return pending, err
 	}
 	for attempt := 0; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
