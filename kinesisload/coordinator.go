@@ -141,6 +141,20 @@ type Membership interface {
 	Leave(ctx context.Context) error
 }
 
+// StartEpocher is an optional capability of a [Membership] of a fleet
+// whose epochs grow across a fleet-wide start-over (see
+// [Membership.Store]): the Loader then delivers a [TransactionalSink]'s
+// start batches (see there) at StartEpoch, so that the Sink's row of a
+// shard of the new generation fences out a late batch of a host of an
+// older generation. Without it, start batches have epoch 0.
+type StartEpocher interface {
+	// StartEpoch returns an epoch above every lease epoch of the
+	// stream's earlier generations and below every lease epoch the
+	// membership's generation grants: coordtest and kinesisload/dynamo
+	// return N<<32 in generation N (0 in the first).
+	StartEpoch() uint64
+}
+
 // Lease is the right of one host to read one shard and commit its
 // position, under a fencing epoch. The Loader reads a shard only while it
 // holds its lease, and stops at once when the lease is lost.

@@ -431,3 +431,56 @@ func waitInitialised(t *testing.T, l *kinesisload.Loader) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// After a fleet-wide start-over (the stream re-created, its checkpoints
+// removed from the Sink by the operator), a late transaction of a host of
+// the old generation lands after the new generation's start batch: the
+// start batch carries the generation's start epoch, so the Sink refuses
+// the late batch, and the new stream's records are all stored. (Before the
+// fix start batches had epoch 0: the late batch was stored over the start,
+// its old sequence number sorted after the new stream's, and 0 of 100 of
+// the new owner's records were stored.)
+func TestFleetStartOverFencesALateBatchOfTheOldGeneration(t *testing.T) {
+	r := newFleetRig(t, 1)
+	sink := newTxSink()
+	r.hostConfig = func(host string, c *kinesisload.Config) {
+		c.Sink = sink.forHost(host)
+		c.OnStreamRecreated = kinesisload.StreamRecreatedStartOver
+		c.ListShardsInterval = 50 * time.Millisecond
+	}
+	r.start("a")
+	old := r.putBatch(5)
+	sink.waitStored(t, old)
+	// The old generation's owner's next batch, as a host paused in its
+	// transaction would commit it later: at its lease's epoch, with
+	// sequence numbers of the old stream that sort after every one of
+	// the new stream (as on AWS, where they need not start low again).
+	late := kinesisload.Batch{Stream: "orders", ShardID: txShard0, Epoch: sink.row(txShard0).Epoch}
+	for i := range 3 {
+		late.Records = append(late.Records, kinesisload.Record{SequenceNumber: fmt.Sprintf("9%055d", i+1), PartitionKey: "k", Data: []byte("late")})
+	}
+	late.Checkpoint = scan.AfterSequence(late.Records[2].SequenceNumber)
+
+	r.loads["a"].Pause()
+	r.recreate(1)
+	sink.mem.RemoveCheckpoints("orders")
+	r.loads["a"].Resume()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if cp, ok := sink.mem.Checkpoint("orders", txShard0); ok && cp.Position.Kind == scan.KindTrimHorizon {
+			if cp.Epoch != 1<<32 {
+				t.Errorf("the new generation's start batch was stored at epoch %d, want 1<<32 (above every epoch of generation 0)", cp.Epoch)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the new generation's start batch was never stored")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := sink.mem.Store(context.Background(), late); !errors.Is(err, kinesisload.ErrLeaseLost) {
+		t.Errorf("the old generation's late batch (epoch %d): Store = %v, want an error wrapping ErrLeaseLost", late.Epoch, err)
+	}
+	fresh := r.putBatch(100)
+	sink.waitStored(t, fresh)
+}

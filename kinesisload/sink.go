@@ -73,9 +73,13 @@ type Batch struct {
 	// Epoch is the fencing epoch of the shard's lease the batch is
 	// delivered under ([Lease.Epoch]): it grows every time the shard's
 	// owner changes in a fleet ([WithCoordinator]). It is 0 without a
-	// fleet and in a start batch (stored during initialisation, before
-	// any lease is taken). A [TransactionalSink] shared by a fleet stores
-	// it with the checkpoint to refuse a host that lost the lease.
+	// fleet. A start batch (stored during initialisation, before any
+	// lease is taken) has the start epoch of the fleet's generation
+	// ([StartEpocher]): 0 in the first, and after a fleet-wide
+	// start-over an epoch above every one of the earlier generations and
+	// below every lease of the new one. A [TransactionalSink] shared by a
+	// fleet stores it with the checkpoint to refuse a host that lost the
+	// lease.
 	Epoch uint64
 }
 

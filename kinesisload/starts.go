@@ -2,6 +2,7 @@ package kinesisload
 
 import (
 	"context"
+	"fmt"
 
 	"golang.org/x/sync/errgroup"
 
@@ -23,19 +24,33 @@ func (s *session) storeStarts(ctx context.Context, t *topology, inSink map[strin
 	if s.l.tx == nil {
 		return 0, nil
 	}
+	// In a fleet's later generation, above every epoch of the earlier
+	// ones: see StartEpocher.
+	var epoch uint64
+	if se, ok := s.m.(StartEpocher); ok {
+		epoch = se.StartEpoch()
+	}
 	var batches []Batch
 	for _, id := range sortedKeys(t.nodes) {
 		n := t.nodes[id]
 		if !n.listed || !t.tracked(id) || inSink[id] || n.Position.Kind == 0 || n.Position.Kind == scan.KindLatest {
 			continue
 		}
-		batches = append(batches, Batch{Stream: t.stream, ShardID: id, Checkpoint: n.Position})
+		batches = append(batches, Batch{Stream: t.stream, ShardID: id, Checkpoint: n.Position, Epoch: epoch})
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(startStoreParallelism)
 	for _, b := range batches {
 		g.Go(func() error {
 			_, err := s.deliverRetrying(gctx, b)
+			if isSinkFenced(err) {
+				// No lease was given for a start batch: a refusal as
+				// from a lost one is the Sink's failure, not the loss
+				// of the fleet's initialisation lock.
+				return &RunError{Stream: b.Stream, Shard: b.ShardID, Op: "Deliver", Kind: ErrSink,
+					Err: fmt.Errorf("the sink refused the start batch (checkpoint %v, epoch %d) as delivered under a lost lease: does it hold the shard under an epoch of another lease table?: %w",
+						b.Checkpoint, b.Epoch, err)}
+			}
 			return err
 		})
 	}

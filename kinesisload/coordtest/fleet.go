@@ -977,6 +977,12 @@ func (m *member) lose(l *lease, why kinesisload.LostReason, reason string) {
 // Store implements [kinesisload.Membership].
 func (m *member) Store() kinesisload.PositionStore { return sharedStore{m: m} }
 
+var _ kinesisload.StartEpocher = (*member)(nil)
+
+// StartEpoch implements [kinesisload.StartEpocher]: the epoch base of the
+// session's generation.
+func (m *member) StartEpoch() uint64 { return epochBase(m.gen) }
+
 // Wake implements [kinesisload.Membership].
 func (m *member) Wake() <-chan struct{} { return m.wake }
 

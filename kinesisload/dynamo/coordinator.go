@@ -1022,6 +1022,12 @@ func (m *member) Wake() <-chan struct{} { return m.wake }
 // Store implements [kinesisload.Membership].
 func (m *member) Store() kinesisload.PositionStore { return sharedStore{m: m} }
 
+var _ kinesisload.StartEpocher = (*member)(nil)
+
+// StartEpoch implements [kinesisload.StartEpocher]: the epoch base of the
+// session's generation.
+func (m *member) StartEpoch() uint64 { return epochBase(m.gen) }
+
 // Acquire implements [kinesisload.Membership]: leases are taken by the
 // balance round; Acquire hands out those for shards of ready and releases
 // the others.

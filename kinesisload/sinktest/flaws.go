@@ -22,6 +22,7 @@ const (
 	flawAtAsAfter                           // (c) and (d) take a stored AT_SEQUENCE_NUMBER start for AFTER_SEQUENCE_NUMBER: the record at it counts as stored
 	flawTextSeq                             // (c) and (d) compare sequence numbers as text, not as numbers
 	flawNoRowLock                           // as flawNoLock, but only for a shard with no row yet (SELECT ... FOR UPDATE of a missing row locks nothing)
+	flawEmptyNoEpoch                        // a batch with no records stores its checkpoint but not its epoch
 )
 
 func (f flaw) has(g flaw) bool { return f&g != 0 }

@@ -58,6 +58,9 @@ type shardKey struct{ stream, shard string }
 type shardRows struct {
 	row     Checkpoint
 	records []Stored
+	// removed says the row was removed ([Memory.RemoveCheckpoints]):
+	// the records stay, and the next batch finds no row.
+	removed bool
 }
 
 // Checkpoint is a shard's row: where reading resumes, and the epoch it was
@@ -157,7 +160,7 @@ func (m *Memory) Store(ctx context.Context, b kinesisload.Batch) (int, error) {
 	defer m.mu.Unlock()
 	key := shardKey{b.Stream, b.ShardID}
 	var row *Checkpoint
-	if s := m.shards[key]; s != nil {
+	if s := m.shards[key]; s != nil && !s.removed {
 		row = &s.row
 	}
 	keep, err := m.check(b, row)
@@ -225,7 +228,11 @@ func (m *Memory) apply(key shardKey, b kinesisload.Batch, keep []kinesisload.Rec
 		}
 		s.records = append(s.records, Stored{Record: r, Epoch: b.Epoch})
 	}
-	s.row = Checkpoint{Position: b.Checkpoint, Epoch: b.Epoch}
+	epoch := b.Epoch
+	if len(b.Records) == 0 && m.flaws.has(flawEmptyNoEpoch) {
+		epoch = s.row.Epoch
+	}
+	s.row, s.removed = Checkpoint{Position: b.Checkpoint, Epoch: epoch}, false
 	return len(keep)
 }
 
@@ -236,7 +243,7 @@ func (m *Memory) unlocked(b kinesisload.Batch) (int, error) {
 	key := shardKey{b.Stream, b.ShardID}
 	m.mu.Lock()
 	var row *Checkpoint
-	if s := m.shards[key]; s != nil {
+	if s := m.shards[key]; s != nil && !s.removed {
 		r := s.row
 		row = &r
 	}
@@ -332,7 +339,7 @@ func (m *Memory) Checkpoints(ctx context.Context, stream string) (map[string]sca
 	defer m.mu.Unlock()
 	out := map[string]scan.Position{}
 	for k, s := range m.shards {
-		if k.stream == stream || m.flaws.has(flawAllStreams) {
+		if (k.stream == stream || m.flaws.has(flawAllStreams)) && !s.removed {
 			out[k.shard] = s.row.Position
 		}
 	}
@@ -340,15 +347,30 @@ func (m *Memory) Checkpoints(ctx context.Context, stream string) (map[string]sca
 }
 
 // Checkpoint returns shard's row: its checkpoint and the epoch it was
-// stored at; false when nothing is stored for the shard.
+// stored at; false when the shard has no row.
 func (m *Memory) Checkpoint(stream, shard string) (Checkpoint, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.shards[shardKey{stream, shard}]
-	if s == nil {
+	if s == nil || s.removed {
 		return Checkpoint{}, false
 	}
 	return s.row, true
+}
+
+// RemoveCheckpoints removes the row of every shard of stream, keeping its
+// records: what an operator does to the Sink's store before the Loaders
+// start over on a stream deleted and re-created under the name
+// ([kinesisload.StreamRecreatedStartOver]), whose shard IDs repeat the old
+// stream's. The next batch of such a shard finds no row, as its first.
+func (m *Memory) RemoveCheckpoints(stream string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, s := range m.shards {
+		if k.stream == stream {
+			s.removed = true
+		}
+	}
 }
 
 // Stored returns the records stored for shard, in the order stored (shard
@@ -363,7 +385,8 @@ func (m *Memory) Stored(stream, shard string) []Stored {
 	return slices.Clone(s.records)
 }
 
-// Shards returns the IDs of the shards of stream that have a row, sorted.
+// Shards returns the IDs of the shards of stream that have records or a
+// row, sorted.
 func (m *Memory) Shards(stream string) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()

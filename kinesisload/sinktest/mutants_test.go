@@ -50,6 +50,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		{"AT_SEQUENCE_NUMBER taken for AFTER", flawAtAsAfter, []string{"StartPositions"}},
 		{"sequence numbers compared as text", flawTextSeq, []string{"SequenceLength"}},
 		{"no lock of a missing row", flawNoRowLock, []string{"ConcurrentFirstBatch"}},
+		{"no epoch stored without records", flawEmptyNoEpoch, []string{"StartOverGeneration"}},
 	}
 	covered := map[string]bool{}
 	for _, m := range mutants {

@@ -103,6 +103,7 @@ var cases = []suiteCase{
 	{"SequenceLength", testSequenceLength},
 	{"StartPositions", testStartPositions},
 	{"Checkpoints", testCheckpoints},
+	{"StartOverGeneration", testStartOverGeneration},
 }
 
 // The cases deliver hand-made batches: record i of a shard has sequence
@@ -174,6 +175,12 @@ func (c *checker) of(shard string, epoch uint64, cp scan.Position, rs []kinesisl
 // start is the start batch of shard: no records, epoch 0.
 func (c *checker) start(shard string, cp scan.Position) kinesisload.Batch {
 	return c.of(shard, 0, cp, nil)
+}
+
+// startAt is the start batch of shard in a fleet's generation whose start
+// epoch is epoch (see [kinesisload.StartEpocher]).
+func (c *checker) startAt(shard string, cp scan.Position, epoch uint64) kinesisload.Batch {
+	return c.of(shard, epoch, cp, nil)
 }
 
 // outcome is what a step expects of Deliver.
@@ -674,5 +681,24 @@ func testCheckpoints(ctx context.Context, h Harness) error {
 	if c.err == nil {
 		c.err = none.err
 	}
+	return c.err
+}
+
+// After a fleet-wide start-over on a stream re-created under the name (the
+// operator removed the old stream's rows: the shard has none), the new
+// generation's start batch carries the generation's start epoch, above
+// every epoch of the old generation (kinesisload/coordtest and
+// kinesisload/dynamo: N<<32). Stored with the checkpoint, it refuses a late
+// batch of a host of the old generation (check (b)), whose sequence
+// numbers sort after the new stream's: stored, it would make the new
+// owner's records look stored already, and none of them would be.
+func testStartOverGeneration(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "StartOverGeneration")
+	const base = uint64(1) << 32
+	c.deliver("b", c.startAt(shard0, scan.TrimHorizon(), base), stored, "the new generation's start batch")
+	c.deliver("a", c.batch(shard0, 7, 1000, 1002), leaseLost, "a late batch of a host of the old generation (epoch 7)")
+	c.deliver("b", c.batch(shard0, base+1, 1, 3), stored, "the new generation's first batch")
+	c.expectStored(shard0, records(1, 3), "after the new generation's first batch")
+	c.expectCheckpoint(shard0, scan.AfterSequence(seq(3)), "after the new generation's first batch")
 	return c.err
 }
