@@ -187,6 +187,32 @@ func (r *fleetRig) put(n int) []string {
 	return out
 }
 
+// waitOwning waits until every host of hosts owns a shard in the fleet's
+// table.
+func (r *fleetRig) waitOwning(hosts ...string) {
+	r.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		owners := map[string]bool{}
+		for _, s := range r.fleet.Shards("orders") {
+			owners[s.Owner] = true
+		}
+		missing := 0
+		for _, h := range hosts {
+			if !owners[h] {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%d of hosts %v own no shard after 60 s (owners: %v)", missing, hosts, owners)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func (r *fleetRig) waitAll(want []string) {
 	r.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
@@ -274,6 +300,9 @@ func TestFleetPlannedMovesDeliverNothingTwice(t *testing.T) {
 		r.start(h)
 	}
 	r.waitAll(want)
+	// Every host holds a share before the moves below: a shard of b's
+	// moves when b closes, whatever the timing.
+	r.waitOwning("a", "b", "c")
 	want = append(want, r.put(100)...)
 	r.start("e") // joins: takes its share from the others by handoffs
 	want = append(want, r.put(100)...)
