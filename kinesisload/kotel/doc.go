@@ -1,19 +1,23 @@
 // Package kotel records a kinesisload.Loader's hook events as OpenTelemetry
-// metrics.
+// metrics and spans.
 //
 // It is a module of its own, so that tidemark itself does not depend on
-// OpenTelemetry, and it uses only the OpenTelemetry metric API: give [New]
-// the MeterProvider of whichever SDK or bridge the program uses, and the
-// [Metrics] it returns to [kinesisload.WithHooks]:
+// OpenTelemetry, and it uses only the OpenTelemetry metric and trace APIs:
+// give [New] the MeterProvider and [NewTraces] the TracerProvider of
+// whichever SDK or bridge the program uses, and the [Metrics] and [Traces]
+// they return to [kinesisload.WithHooks] (either one works alone):
 //
 //	m, err := kotel.New(otel.GetMeterProvider())
 //	if err != nil { ... }
 //	defer m.Close()
-//	loader, err := kinesisload.New(cfg, kinesisload.WithHooks(m))
+//	tr, err := kotel.NewTraces(otel.GetTracerProvider())
+//	if err != nil { ... }
+//	loader, err := kinesisload.New(cfg, kinesisload.WithHooks(m, tr))
 //
-// Every hook method is fast (a few atomic adds; the attribute set of each
-// shard is built once and cached), never blocks, and is safe for concurrent
-// use, as the Loader requires.
+// Every hook method is fast, never blocks, and is safe for concurrent use,
+// as the Loader requires: one of Metrics makes a few atomic adds (the
+// attribute set of each shard is built once and cached), one of Traces
+// records at most one span.
 //
 // # Instruments
 //
@@ -138,4 +142,57 @@
 // and, for tidemark.shard.millis_behind_latest, aggregate the per-shard
 // series (the maximum is how far behind the stream is) rather than
 // dropping the attribute, which would keep one arbitrary shard's value.
+//
+// # Spans
+//
+// [Traces] records spans on one Tracer named [ScopeName], following the
+// OpenTelemetry semantic conventions for messaging spans (v1.43.0, whose
+// schema URL the Tracer has). A hook reports an event after the fact,
+// with its duration where it has one: each span is recorded when its hook
+// is called, started that far back (a hook without a duration makes a
+// span of no length). Every span is a root span, as the hooks carry no
+// context and Kinesis records carry no trace context to link to, so a
+// sampler decides on each span alone.
+//
+//	name                     kind      status  fed by
+//	process {stream}         CONSUMER  Unset   OnBatchDelivered
+//	process {stream}         CONSUMER  Error   OnRetry, for Op "Deliver"
+//	fetch {stream}           INTERNAL  Unset   OnFetched, for a page with records (any page with WithEmptyFetchSpans)
+//
+// Every span has messaging.system "aws_kinesis" ([MessagingSystem]: the
+// conventions list no value for Kinesis and allow a custom one),
+// messaging.destination.name (the stream) and
+// messaging.destination.partition.id (the shard), and the attributes
+// given with [WithAttributes] (messaging.consumer.group.name, for one, is
+// the program's to set). Besides:
+//
+//   - process (Unset): a batch the Sink accepted and whose checkpoint is
+//     durable. messaging.operation.name and messaging.operation.type
+//     "process", messaging.batch.message_count (the records delivered),
+//     tidemark.bytes (their payload bytes), tidemark.millis_behind_latest
+//     and tidemark.attempts (the Sink calls it took: 1 unless the Sink
+//     refused it). It spans from the moment the shard's consume loop took
+//     the batch's page to the durable commit of its checkpoint
+//     (BatchDelivered.Latency): the Sink's Deliver, with any refused tries
+//     and their backoffs, and the commit. No hook reports a commit by
+//     itself, so there is no commit span.
+//   - process (Error): a try of Deliver that the Sink refused and that is
+//     tried again. messaging.operation.name and messaging.operation.type
+//     "process", error.type (the Go type of the error, as
+//     semconv.ErrorType gives it), tidemark.retry.attempt (the failed tries
+//     of the batch so far) and tidemark.retry.backoff (the wait before
+//     the next, in seconds); the status has the error's message, and an
+//     exception event records the error. It has no length: the hook gives
+//     none. A refusal that is not tried again (Run stops with ErrSink)
+//     has no hook, and no span.
+//   - fetch: a page read by GetRecords, or an event of an enhanced fan-out
+//     subscription. messaging.batch.message_count (the records in the
+//     page), tidemark.bytes and tidemark.millis_behind_latest. No length:
+//     the hook gives none. It is no "receive" span: the conventions keep
+//     those for messages handed to the application, and forbid them for
+//     messages a library reads ahead, as the Loader reads one page ahead
+//     of the Sink.
+//
+// Throttles, retries of Kinesis calls, iterator renewals, KPL decode
+// failures and shard state changes make no span: the metrics count them.
 package kotel

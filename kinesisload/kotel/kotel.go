@@ -58,13 +58,18 @@ var (
 var (
 	// ErrNilMeterProvider is returned by New when its MeterProvider is nil.
 	ErrNilMeterProvider = errors.New("kotel: nil MeterProvider")
-	// ErrInvalidOption is wrapped by the error New returns for an invalid
-	// option; the message names the option and the value.
+	// ErrNilTracerProvider is returned by NewTraces when its
+	// TracerProvider is nil.
+	ErrNilTracerProvider = errors.New("kotel: nil TracerProvider")
+	// ErrInvalidOption is wrapped by the error New or NewTraces returns
+	// for an invalid option, or one of the other constructor; the message
+	// names the option and the value.
 	ErrInvalidOption = errors.New("kotel: invalid option")
 )
 
-// Option configures [New]. Options are made only by this package's With
-// functions.
+// Option configures [New] or [NewTraces]. Options are made only by this
+// package's With functions; each one's doc says which constructor it
+// configures, and the other constructor refuses it.
 type Option interface {
 	apply(*config)
 }
@@ -73,18 +78,47 @@ type config struct {
 	extra         []attribute.KeyValue
 	latencyBounds []float64
 	initBounds    []float64
-	errs          []error
+	emptyFetches  bool
+	// metricsOnly and tracesOnly name the options given that configure
+	// only New or only NewTraces.
+	metricsOnly, tracesOnly []string
+	errs                    []error
+}
+
+// configure applies opts for the constructor named ctor, "New" or
+// "NewTraces", and refuses a nil option and an option of the other one.
+func configure(ctor string, opts []Option) (config, error) {
+	cfg := config{latencyBounds: defaultBatchLatencyBuckets, initBounds: defaultInitDurationBuckets}
+	for _, o := range opts {
+		if o == nil {
+			cfg.errs = append(cfg.errs, fmt.Errorf("%w: nil Option", ErrInvalidOption))
+			continue
+		}
+		o.apply(&cfg)
+	}
+	wrong, other := cfg.tracesOnly, "NewTraces"
+	if ctor == "NewTraces" {
+		wrong, other = cfg.metricsOnly, "New"
+	}
+	for _, name := range wrong {
+		cfg.errs = append(cfg.errs, fmt.Errorf("%w: %s is an option of %s, not %s", ErrInvalidOption, name, other, ctor))
+	}
+	if len(cfg.errs) > 0 {
+		return config{}, errors.Join(cfg.errs...)
+	}
+	return cfg, nil
 }
 
 type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// WithAttributes adds attributes to every measurement, for example to tell
-// apart the Metrics of two Loaders of one process that read the same
-// stream. A key must
-// be valid and must not be one of this package's own (the Attr constants).
-// Default: none.
+// WithAttributes adds attributes to every measurement of [New]'s Metrics
+// and every span of [NewTraces]'s Traces, for example to tell apart two
+// Loaders of one process that read the same stream, or to set
+// messaging.consumer.group.name on the spans. A key must be valid and
+// must not be one of this package's own (the Attr constants); NewTraces
+// also refuses the semantic-convention keys it sets itself. Default: none.
 func WithAttributes(kv ...attribute.KeyValue) Option {
 	kv = slices.Clone(kv)
 	return optionFunc(func(c *config) {
@@ -106,10 +140,11 @@ func WithAttributes(kv ...attribute.KeyValue) Option {
 // WithBatchLatencyBuckets sets the bucket boundaries of
 // tidemark.batch.latency, in seconds: finite and strictly increasing.
 // Default: 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
-// 60, 120, 300.
+// 60, 120, 300. An option of New only.
 func WithBatchLatencyBuckets(bounds ...float64) Option {
 	bounds = slices.Clone(bounds)
 	return optionFunc(func(c *config) {
+		c.metricsOnly = append(c.metricsOnly, "WithBatchLatencyBuckets")
 		if err := checkBounds("WithBatchLatencyBuckets", bounds); err != nil {
 			c.errs = append(c.errs, err)
 			return
@@ -121,10 +156,11 @@ func WithBatchLatencyBuckets(bounds ...float64) Option {
 // WithInitDurationBuckets sets the bucket boundaries of
 // tidemark.init.duration, in seconds: finite and strictly increasing.
 // Default: 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800,
-// 3600.
+// 3600. An option of New only.
 func WithInitDurationBuckets(bounds ...float64) Option {
 	bounds = slices.Clone(bounds)
 	return optionFunc(func(c *config) {
+		c.metricsOnly = append(c.metricsOnly, "WithInitDurationBuckets")
 		if err := checkBounds("WithInitDurationBuckets", bounds); err != nil {
 			c.errs = append(c.errs, err)
 			return
@@ -148,7 +184,7 @@ func checkBounds(opt string, b []float64) error {
 	return nil
 }
 
-var ownKeys = []attribute.Key{AttrStream, AttrShard, AttrOp, AttrState, AttrStateFrom, AttrStateTo, AttrReason}
+var ownKeys = append([]attribute.Key{AttrStream, AttrShard, AttrOp, AttrState, AttrStateFrom, AttrStateTo, AttrReason}, spanOwnKeys...)
 
 // liveStates are the states tidemark.shards reports; a COMPLETED shard is
 // forgotten.
@@ -258,16 +294,9 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	if mp == nil {
 		return nil, ErrNilMeterProvider
 	}
-	cfg := config{latencyBounds: defaultBatchLatencyBuckets, initBounds: defaultInitDurationBuckets}
-	for _, o := range opts {
-		if o == nil {
-			cfg.errs = append(cfg.errs, fmt.Errorf("%w: nil Option", ErrInvalidOption))
-			continue
-		}
-		o.apply(&cfg)
-	}
-	if len(cfg.errs) > 0 {
-		return nil, errors.Join(cfg.errs...)
+	cfg, err := configure("New", opts)
+	if err != nil {
+		return nil, err
 	}
 	meter := mp.Meter(ScopeName)
 	m := &Metrics{extra: cfg.extra}
@@ -298,7 +327,6 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	m.leasesLost = counter("tidemark.leases.lost", "{lease}", "Shard leases this host lost (the shard stopped at once; its uncommitted batch may be delivered again elsewhere), by reason.")
 	m.leasesHandedOff = counter("tidemark.leases.handed_off", "{lease}", "Shard leases this host gave up on a planned move after committing its batch in flight, by reason.")
 
-	var err error
 	if m.batchLatency, err = meter.Float64Histogram("tidemark.batch.latency", metric.WithUnit("s"),
 		metric.WithDescription("Time from the GetRecords call that returned a batch to the durable commit of its checkpoint."),
 		metric.WithExplicitBucketBoundaries(cfg.latencyBounds...)); err != nil {

@@ -41,6 +41,7 @@ func TestNewErrors(t *testing.T) {
 		{"own key", noop.NewMeterProvider(), []kotel.Option{kotel.WithAttributes(kotel.AttrShard.String("x"))}, kotel.ErrInvalidOption, `key "tidemark.shard" is one of kotel's own`},
 		{"key twice", noop.NewMeterProvider(), []kotel.Option{kotel.WithAttributes(attribute.String("app", "a")), kotel.WithAttributes(attribute.String("app", "b"))}, kotel.ErrInvalidOption, `key "app" given twice`},
 		{"invalid attribute", noop.NewMeterProvider(), []kotel.Option{kotel.WithAttributes(attribute.String("", "a"))}, kotel.ErrInvalidOption, `attribute "" is not valid`},
+		{"traces option", noop.NewMeterProvider(), []kotel.Option{kotel.WithEmptyFetchSpans()}, kotel.ErrInvalidOption, "WithEmptyFetchSpans is an option of NewTraces, not New"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,201 @@
+package kotel
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tidemark/tidemark/kinesisload"
+)
+
+// MessagingSystem is the value of messaging.system on every span. The
+// messaging semantic conventions (v1.43.0, the version of the semconv
+// package kotel uses) list no value for Kinesis and allow a custom one;
+// this one is spelled like their "aws_sqs".
+const MessagingSystem = "aws_kinesis"
+
+// The attribute keys of the spans that the messaging semantic conventions
+// do not define; see the package documentation for which span carries
+// which. [AttrReason] is on spans too.
+const (
+	// AttrBytes is the payload bytes (data and partition keys) of the
+	// records of a page or batch.
+	AttrBytes = attribute.Key("tidemark.bytes")
+	// AttrMillisBehind is the MillisBehindLatest of a page or batch: 0
+	// at the tip.
+	AttrMillisBehind = attribute.Key("tidemark.millis_behind_latest")
+	// AttrAttempts is how many times the Sink was called for a delivered
+	// batch: 1 unless it refused the batch.
+	AttrAttempts = attribute.Key("tidemark.attempts")
+	// AttrRetryAttempt counts the failed tries of an operation so far,
+	// from 1, on the span of a failed try.
+	AttrRetryAttempt = attribute.Key("tidemark.retry.attempt")
+	// AttrRetryBackoff is the wait, in seconds, before the next try, on
+	// the span of a failed try.
+	AttrRetryBackoff = attribute.Key("tidemark.retry.backoff")
+)
+
+// spanOwnKeys are the tidemark keys of the spans; [WithAttributes] refuses
+// them like the other Attr constants.
+var spanOwnKeys = []attribute.Key{AttrBytes, AttrMillisBehind, AttrAttempts, AttrRetryAttempt, AttrRetryBackoff}
+
+// semconvKeys are the semantic-convention keys the spans have; NewTraces
+// refuses them in [WithAttributes].
+var semconvKeys = []attribute.Key{
+	semconv.MessagingSystemKey,
+	semconv.MessagingDestinationNameKey,
+	semconv.MessagingDestinationPartitionIDKey,
+	semconv.MessagingOperationNameKey,
+	semconv.MessagingOperationTypeKey,
+	semconv.MessagingBatchMessageCountKey,
+	semconv.ErrorTypeKey,
+}
+
+// The operations that name the spans: "{operation} {stream}", as the
+// messaging conventions name spans.
+const (
+	opFetch   = "fetch"
+	opProcess = "process"
+)
+
+// WithEmptyFetchSpans makes [NewTraces]'s Traces record a fetch span for
+// every page, empty ones too: an idle shard then makes about one span per
+// Config.IdleWait (1 s by default). Default: only a page that holds
+// records makes a fetch span (the metric tidemark.getrecords.pages counts
+// every page). An option of NewTraces only.
+func WithEmptyFetchSpans() Option {
+	return optionFunc(func(c *config) {
+		c.tracesOnly = append(c.tracesOnly, "WithEmptyFetchSpans")
+		c.emptyFetches = true
+	})
+}
+
+// Traces records the Loader's hook events as OpenTelemetry spans (see the
+// package documentation). Give it to [kinesisload.WithHooks], next to
+// [Metrics] or alone. Its methods are fast, never block, and are safe for
+// concurrent use, as the Loader requires.
+type Traces struct {
+	tracer       trace.Tracer
+	extra        []attribute.KeyValue
+	emptyFetches bool
+}
+
+// Interface checks: the hooks Traces makes spans of.
+var (
+	_ kinesisload.HookBatchDelivered = (*Traces)(nil)
+	_ kinesisload.HookFetched        = (*Traces)(nil)
+	_ kinesisload.HookRetry          = (*Traces)(nil)
+)
+
+// NewTraces returns a Traces that records its spans on a Tracer named
+// [ScopeName] from tp, with the schema URL of the semantic conventions it
+// follows. Options: [WithAttributes] and [WithEmptyFetchSpans]. The error
+// wraps [ErrNilTracerProvider] or [ErrInvalidOption].
+func NewTraces(tp trace.TracerProvider, opts ...Option) (*Traces, error) {
+	if tp == nil {
+		return nil, ErrNilTracerProvider
+	}
+	cfg, err := configure("NewTraces", opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range cfg.extra {
+		if slices.Contains(semconvKeys, a.Key) {
+			return nil, fmt.Errorf("%w: WithAttributes: key %q is one NewTraces sets", ErrInvalidOption, string(a.Key))
+		}
+	}
+	return &Traces{
+		tracer:       tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
+		extra:        cfg.extra,
+		emptyFetches: cfg.emptyFetches,
+	}, nil
+}
+
+// start starts the span "{op} {stream}" at the time at, with the
+// attributes of every span, kv, and the extra attributes. The hooks report
+// what happened after the fact, so every span is started and ended with
+// explicit timestamps, as a root span: the Loader passes no context to
+// its hooks.
+func (t *Traces) start(op, stream string, kind trace.SpanKind, at time.Time, kv ...attribute.KeyValue) trace.Span {
+	attrs := make([]attribute.KeyValue, 0, 2+len(kv)+len(t.extra))
+	attrs = append(attrs, semconv.MessagingSystemKey.String(MessagingSystem), semconv.MessagingDestinationName(stream))
+	attrs = append(attrs, kv...)
+	attrs = append(attrs, t.extra...)
+	name := op
+	if stream != "" {
+		name += " " + stream
+	}
+	_, s := t.tracer.Start(context.Background(), name,
+		trace.WithSpanKind(kind), trace.WithTimestamp(at), trace.WithAttributes(attrs...))
+	return s
+}
+
+// processAttrs are the attributes of a process span after those of
+// every span.
+func processAttrs(shard string, kv ...attribute.KeyValue) []attribute.KeyValue {
+	return append([]attribute.KeyValue{
+		semconv.MessagingDestinationPartitionID(shard),
+		semconv.MessagingOperationName(opProcess),
+		semconv.MessagingOperationTypeProcess,
+	}, kv...)
+}
+
+// OnBatchDelivered implements [kinesisload.HookBatchDelivered]: a process
+// span from the moment the consume loop took the batch's page (now less
+// e.Latency) to now, just after the durable commit of its checkpoint.
+func (t *Traces) OnBatchDelivered(e kinesisload.BatchDelivered) {
+	end := time.Now()
+	s := t.start(opProcess, e.Stream, trace.SpanKindConsumer, end.Add(-e.Latency), processAttrs(e.ShardID,
+		semconv.MessagingBatchMessageCount(e.Records),
+		AttrBytes.Int64(e.Bytes),
+		AttrMillisBehind.Int64(e.MillisBehindLatest),
+		AttrAttempts.Int(e.Attempts))...)
+	s.End(trace.WithTimestamp(end))
+}
+
+// OnFetched implements [kinesisload.HookFetched]: a fetch span of no
+// length (the hook gives no duration) for a page that holds records, or
+// for every page with [WithEmptyFetchSpans].
+func (t *Traces) OnFetched(e kinesisload.Fetched) {
+	if e.Records == 0 && !t.emptyFetches {
+		return
+	}
+	now := time.Now()
+	s := t.start(opFetch, e.Stream, trace.SpanKindInternal, now,
+		semconv.MessagingDestinationPartitionID(e.ShardID),
+		semconv.MessagingBatchMessageCount(e.Records),
+		AttrBytes.Int64(e.Bytes),
+		AttrMillisBehind.Int64(e.MillisBehindLatest))
+	s.End(trace.WithTimestamp(now))
+}
+
+// OnRetry implements [kinesisload.HookRetry]: a batch the Sink refused
+// (Op "Deliver") makes a process span of no length with status Error.
+// Retries of Kinesis calls make no span: the metrics count them.
+func (t *Traces) OnRetry(e kinesisload.Retry) {
+	if e.Op == "Deliver" {
+		t.failed(opProcess, trace.SpanKindConsumer, e, processAttrs(e.ShardID)...)
+	}
+}
+
+// failed records the span of no length of a failed try that e retries:
+// status Error with the error's message, error.type, and the error as an
+// exception event.
+func (t *Traces) failed(op string, kind trace.SpanKind, e kinesisload.Retry, kv ...attribute.KeyValue) {
+	now := time.Now()
+	kv = append(kv, AttrRetryAttempt.Int(e.Attempt), AttrRetryBackoff.Float64(e.Backoff.Seconds()), semconv.ErrorType(e.Err))
+	s := t.start(op, e.Stream, kind, now, kv...)
+	msg := "failed"
+	if e.Err != nil {
+		msg = e.Err.Error()
+		s.RecordError(e.Err, trace.WithTimestamp(now))
+	}
+	s.SetStatus(codes.Error, msg)
+	s.End(trace.WithTimestamp(now))
+}
