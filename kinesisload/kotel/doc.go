@@ -158,13 +158,15 @@
 //	process {stream}         CONSUMER  Unset   OnBatchDelivered
 //	process {stream}         CONSUMER  Error   OnRetry, for Op "Deliver"
 //	fetch {stream}           INTERNAL  Unset   OnFetched, for a page with records (any page with WithEmptyFetchSpans)
+//	initialise {stream}      INTERNAL  Unset   OnInitResolved
+//	initialise {stream}      INTERNAL  Error   OnRetry, for Op "Initialise"
 //
 // Every span has messaging.system "aws_kinesis" ([MessagingSystem]: the
 // conventions list no value for Kinesis and allow a custom one),
-// messaging.destination.name (the stream) and
-// messaging.destination.partition.id (the shard), and the attributes
-// given with [WithAttributes] (messaging.consumer.group.name, for one, is
-// the program's to set). Besides:
+// messaging.destination.name (the stream), and the attributes given with
+// [WithAttributes] (messaging.consumer.group.name, for one, is the
+// program's to set); every span but initialise has
+// messaging.destination.partition.id (the shard). Besides:
 //
 //   - process (Unset): a batch the Sink accepted and whose checkpoint is
 //     durable. messaging.operation.name and messaging.operation.type
@@ -192,6 +194,26 @@
 //     those for messages handed to the application, and forbid them for
 //     messages a library reads ahead, as the Loader reads one page ahead
 //     of the Sink.
+//   - initialise (Unset): an initialisation, from its start (loading the
+//     stored progress) to the journaling of its batch
+//     (InitResolved.Duration). tidemark.init.shards (the shards left to
+//     read), tidemark.init.resolved (LATEST positions resolved),
+//     tidemark.init.reused (shards that kept a stored position),
+//     tidemark.init.strategy ("probe" or "full-scan"),
+//     tidemark.init.unanswered (probes taken for "no record there") and,
+//     when anything was resolved, tidemark.init.t0 (the time on Kinesis's
+//     clock the positions were resolved at, RFC 3339 UTC). An event
+//     [EventShardResolved] marks each shard resolved (its InitProgress),
+//     with messaging.destination.partition.id, tidemark.position (the
+//     resolved start), tidemark.init.done and tidemark.init.total (shards
+//     resolved so far, of how many), tidemark.init.calls and
+//     tidemark.bytes (what resolving it cost). Traces keeps the latest
+//     128 of them until the hook of the span.
+//   - initialise (Error): an initialisation that failed and is started
+//     over. error.type, tidemark.retry.attempt and tidemark.retry.backoff,
+//     a status and an exception event, as for a refused Deliver; no
+//     length. The shards it resolved are forgotten. An initialisation
+//     that fails for good (Run returns its error) has no span.
 //
 // Throttles, retries of Kinesis calls, iterator renewals, KPL decode
 // failures and shard state changes make no span: the metrics count them.

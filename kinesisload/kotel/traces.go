@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -39,11 +40,42 @@ const (
 	// AttrRetryBackoff is the wait, in seconds, before the next try, on
 	// the span of a failed try.
 	AttrRetryBackoff = attribute.Key("tidemark.retry.backoff")
+	// AttrPosition is a shard position, as scan.Position.String formats
+	// it, such as "AFTER_SEQUENCE_NUMBER:4955...".
+	AttrPosition = attribute.Key("tidemark.position")
+	// AttrInitShards is how many shards an initialisation left to read
+	// (tracked, listed and not COMPLETED).
+	AttrInitShards = attribute.Key("tidemark.init.shards")
+	// AttrInitResolved is how many LATEST positions an initialisation
+	// resolved.
+	AttrInitResolved = attribute.Key("tidemark.init.resolved")
+	// AttrInitReused is how many shards to read kept a position stored by
+	// an earlier run.
+	AttrInitReused = attribute.Key("tidemark.init.reused")
+	// AttrInitStrategy is the resolve strategy: "probe" or "full-scan".
+	AttrInitStrategy = attribute.Key("tidemark.init.strategy")
+	// AttrInitUnanswered is how many probes went unanswered
+	// (InitResolved.Unanswered).
+	AttrInitUnanswered = attribute.Key("tidemark.init.unanswered")
+	// AttrInitT0 is the time, on Kinesis's clock, the LATEST positions
+	// were resolved at, in RFC 3339 with nanoseconds, UTC. Absent when
+	// nothing was resolved.
+	AttrInitT0 = attribute.Key("tidemark.init.t0")
+	// AttrInitDone and AttrInitTotal are, on the event of a resolved
+	// shard, how many shards of the initialisation were resolved, and of
+	// how many.
+	AttrInitDone  = attribute.Key("tidemark.init.done")
+	AttrInitTotal = attribute.Key("tidemark.init.total")
+	// AttrInitCalls is, on the event of a resolved shard, the Kinesis
+	// calls resolving it took.
+	AttrInitCalls = attribute.Key("tidemark.init.calls")
 )
 
 // spanOwnKeys are the tidemark keys of the spans; [WithAttributes] refuses
 // them like the other Attr constants.
-var spanOwnKeys = []attribute.Key{AttrBytes, AttrMillisBehind, AttrAttempts, AttrRetryAttempt, AttrRetryBackoff}
+var spanOwnKeys = []attribute.Key{AttrBytes, AttrMillisBehind, AttrAttempts, AttrRetryAttempt, AttrRetryBackoff,
+	AttrPosition, AttrInitShards, AttrInitResolved, AttrInitReused, AttrInitStrategy, AttrInitUnanswered, AttrInitT0,
+	AttrInitDone, AttrInitTotal, AttrInitCalls}
 
 // semconvKeys are the semantic-convention keys the spans have; NewTraces
 // refuses them in [WithAttributes].
@@ -60,9 +92,19 @@ var semconvKeys = []attribute.Key{
 // The operations that name the spans: "{operation} {stream}", as the
 // messaging conventions name spans.
 const (
-	opFetch   = "fetch"
-	opProcess = "process"
+	opFetch      = "fetch"
+	opProcess    = "process"
+	opInitialise = "initialise"
 )
+
+// EventShardResolved is the name of the event of an initialise span for
+// each shard whose LATEST the initialisation resolved.
+const EventShardResolved = "shard resolved"
+
+// maxInitEvents bounds the shard resolved events kept for one stream's
+// initialisation, the latest ones, as the SDK's default span limits keep
+// the latest 128 events.
+const maxInitEvents = 128
 
 // WithEmptyFetchSpans makes [NewTraces]'s Traces record a fetch span for
 // every page, empty ones too: an idle shard then makes about one span per
@@ -78,12 +120,24 @@ func WithEmptyFetchSpans() Option {
 
 // Traces records the Loader's hook events as OpenTelemetry spans (see the
 // package documentation). Give it to [kinesisload.WithHooks], next to
-// [Metrics] or alone. Its methods are fast, never block, and are safe for
-// concurrent use, as the Loader requires.
+// [Metrics] or alone. Its methods are fast and safe for concurrent use, as
+// the Loader requires; they wait for nothing but a lock held for a few
+// map operations (the resolved shards of a pending initialisation).
 type Traces struct {
 	tracer       trace.Tracer
 	extra        []attribute.KeyValue
 	emptyFetches bool
+
+	mu sync.Mutex
+	// progress holds, by stream, the shards resolved by the pending
+	// initialisation, for the events of its span.
+	progress map[string][]resolvedShard
+}
+
+// resolvedShard is an InitProgress event and when it came.
+type resolvedShard struct {
+	at time.Time
+	e  kinesisload.InitProgress
 }
 
 // Interface checks: the hooks Traces makes spans of.
@@ -91,6 +145,8 @@ var (
 	_ kinesisload.HookBatchDelivered = (*Traces)(nil)
 	_ kinesisload.HookFetched        = (*Traces)(nil)
 	_ kinesisload.HookRetry          = (*Traces)(nil)
+	_ kinesisload.HookInitProgress   = (*Traces)(nil)
+	_ kinesisload.HookInitResolved   = (*Traces)(nil)
 )
 
 // NewTraces returns a Traces that records its spans on a Tracer named
@@ -114,6 +170,7 @@ func NewTraces(tp trace.TracerProvider, opts ...Option) (*Traces, error) {
 		tracer:       tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
 		extra:        cfg.extra,
 		emptyFetches: cfg.emptyFetches,
+		progress:     map[string][]resolvedShard{},
 	}, nil
 }
 
@@ -176,11 +233,19 @@ func (t *Traces) OnFetched(e kinesisload.Fetched) {
 }
 
 // OnRetry implements [kinesisload.HookRetry]: a batch the Sink refused
-// (Op "Deliver") makes a process span of no length with status Error.
-// Retries of Kinesis calls make no span: the metrics count them.
+// (Op "Deliver") makes a process span of no length with status Error, an
+// initialisation started over (Op "Initialise") an initialise span of no
+// length with status Error. Retries of Kinesis calls make no span: the
+// metrics count them.
 func (t *Traces) OnRetry(e kinesisload.Retry) {
-	if e.Op == "Deliver" {
+	switch e.Op {
+	case "Deliver":
 		t.failed(opProcess, trace.SpanKindConsumer, e, processAttrs(e.ShardID)...)
+	case "Initialise":
+		t.mu.Lock()
+		delete(t.progress, e.Stream) // the next try resolves again
+		t.mu.Unlock()
+		t.failed(opInitialise, trace.SpanKindInternal, e)
 	}
 }
 
@@ -198,4 +263,56 @@ func (t *Traces) failed(op string, kind trace.SpanKind, e kinesisload.Retry, kv 
 	}
 	s.SetStatus(codes.Error, msg)
 	s.End(trace.WithTimestamp(now))
+}
+
+// OnInitProgress implements [kinesisload.HookInitProgress]: it keeps the
+// event (the latest 128 of a stream) for the span of
+// [Traces.OnInitResolved].
+func (t *Traces) OnInitProgress(e kinesisload.InitProgress) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.progress[e.Stream]
+	if len(p) == maxInitEvents {
+		p = append(p[:0], p[1:]...)
+	}
+	t.progress[e.Stream] = append(p, resolvedShard{now, e})
+}
+
+// OnInitResolved implements [kinesisload.HookInitResolved]: an initialise
+// span from the start of the initialisation (now less e.Duration) to now,
+// with an event for each shard resolved since its start.
+func (t *Traces) OnInitResolved(e kinesisload.InitResolved) {
+	end := time.Now()
+	start := end.Add(-e.Duration)
+	t.mu.Lock()
+	resolved := t.progress[e.Stream]
+	delete(t.progress, e.Stream)
+	t.mu.Unlock()
+	kv := []attribute.KeyValue{
+		AttrInitShards.Int(len(e.Positions)),
+		AttrInitResolved.Int(e.Resolved),
+		AttrInitReused.Int(e.Reused),
+		AttrInitStrategy.String(e.Strategy.String()),
+		AttrInitUnanswered.Int(e.Unanswered),
+	}
+	if !e.T0.IsZero() {
+		kv = append(kv, AttrInitT0.String(e.T0.UTC().Format(time.RFC3339Nano)))
+	}
+	s := t.start(opInitialise, e.Stream, trace.SpanKindInternal, start, kv...)
+	if s.IsRecording() {
+		for _, r := range resolved {
+			if r.at.Before(start) {
+				continue // resolved by an earlier try that failed
+			}
+			s.AddEvent(EventShardResolved, trace.WithTimestamp(r.at), trace.WithAttributes(
+				semconv.MessagingDestinationPartitionID(r.e.ShardID),
+				AttrPosition.String(r.e.Position.String()),
+				AttrInitDone.Int(r.e.Done),
+				AttrInitTotal.Int(r.e.Total),
+				AttrInitCalls.Int(r.e.Calls),
+				AttrBytes.Int64(r.e.Bytes)))
+		}
+	}
+	s.End(trace.WithTimestamp(end))
 }

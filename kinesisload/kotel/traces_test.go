@@ -3,6 +3,7 @@ package kotel_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -20,14 +21,21 @@ import (
 
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/kinesisload/kotel"
+	"github.com/tidemark/tidemark/scan"
 )
 
 // newTraces returns a Traces on an SDK TracerProvider that hands every
 // ended span, synchronously, to an in-memory exporter.
 func newTraces(t *testing.T, opts ...kotel.Option) (*kotel.Traces, *tracetest.InMemoryExporter) {
 	t.Helper()
+	return newTracesLimits(t, sdktrace.NewSpanLimits(), opts...)
+}
+
+// newTracesLimits is newTraces with the SDK's span limits.
+func newTracesLimits(t *testing.T, limits sdktrace.SpanLimits, opts ...kotel.Option) (*kotel.Traces, *tracetest.InMemoryExporter) {
+	t.Helper()
 	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithRawSpanLimits(limits))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	tr, err := kotel.NewTraces(tp, opts...)
 	if err != nil {
@@ -267,6 +275,13 @@ var traceHookCalls = []struct {
 	{"OnFetched", func(tr *kotel.Traces) {
 		tr.OnFetched(kinesisload.Fetched{Stream: stream, ShardID: shard0, Records: 1, Bytes: 1, MillisBehindLatest: 5})
 	}},
+	{"OnInitResolved", func(tr *kotel.Traces) {
+		tr.OnInitProgress(kinesisload.InitProgress{Stream: stream, ShardID: shard0, Position: scan.AfterSequence("1"), Done: 1, Total: 1, Calls: 1, Bytes: 1})
+		tr.OnInitResolved(kinesisload.InitResolved{Stream: stream, Resolved: 1, Duration: time.Hour, T0: time.Now()})
+	}},
+	{"OnRetry", func(tr *kotel.Traces) {
+		tr.OnRetry(kinesisload.Retry{Stream: stream, Op: "Initialise", Attempt: 1, Err: errors.New("ListShards failed")})
+	}},
 }
 
 // TestSpanTable: every span of the package documentation's table is made
@@ -322,10 +337,141 @@ func TestSpanTable(t *testing.T) {
 			t.Errorf("attribute %s is not in doc.go's section on spans", k)
 		}
 	}
-	named := regexp.MustCompile(`\b(?:messaging|tidemark|error)\.[a-z_.]*[a-z]`)
+	named := regexp.MustCompile(`\b(?:messaging|tidemark|error)\.[a-z0-9_.]*[a-z0-9]`)
 	for _, k := range named.FindAllString(spansDoc, -1) {
 		if !keys[k] && k != "messaging.consumer.group.name" {
 			t.Errorf("doc.go's section on spans names %s, which no span has", k)
 		}
+	}
+}
+
+// TestTracesInit: an initialisation is an INTERNAL span from its start
+// (Duration before the hook) to the hook, with an event for each shard it
+// resolved; a shard resolved before its start (by a try that failed) is
+// left out.
+func TestTracesInit(t *testing.T) {
+	tr, exp := newTraces(t)
+	tr.OnInitProgress(kinesisload.InitProgress{Stream: stream, ShardID: shard2, Position: scan.AfterSequence("7"), Done: 1, Total: 3, Calls: 9})
+	stale := time.Now()
+	time.Sleep(50 * time.Millisecond)
+	tr.OnInitProgress(kinesisload.InitProgress{Stream: stream, ShardID: shard0, Position: scan.AfterSequence("1"), Done: 1, Total: 2, Calls: 3, Bytes: 100})
+	tr.OnInitProgress(kinesisload.InitProgress{Stream: "other", ShardID: shard0, Position: scan.TrimHorizon(), Done: 1, Total: 1, Calls: 1})
+	tr.OnInitProgress(kinesisload.InitProgress{Stream: stream, ShardID: shard1, Position: scan.AfterSequence("2"), Done: 2, Total: 2, Calls: 5})
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 500, time.FixedZone("CET", 3600))
+	// The initialisation started 25 ms after the stale event: 25 ms
+	// before the others.
+	took := time.Since(stale) - 25*time.Millisecond
+	before := time.Now()
+	tr.OnInitResolved(kinesisload.InitResolved{
+		Stream:     stream,
+		Resolved:   2,
+		Reused:     1,
+		Strategy:   scan.StrategyFullScan,
+		Unanswered: 4,
+		Positions:  map[string]scan.Position{shard0: scan.AfterSequence("1"), shard1: scan.AfterSequence("2"), shard2: scan.TrimHorizon()},
+		Duration:   took,
+		T0:         t0,
+	})
+	after := time.Now()
+
+	s := one(t, exp.GetSpans(), "initialise orders")
+	checkRoot(t, s)
+	checkEnd(t, s, before, after, took)
+	if s.SpanKind != trace.SpanKindInternal || s.Status.Code != codes.Unset {
+		t.Errorf("kind %v, status %v; want %v, Unset", s.SpanKind, s.Status, trace.SpanKindInternal)
+	}
+	want := common("tidemark.init.shards", int64(3), "tidemark.init.resolved", int64(2), "tidemark.init.reused", int64(1),
+		"tidemark.init.strategy", "full-scan", "tidemark.init.unanswered", int64(4), "tidemark.init.t0", "2026-03-01T11:00:00.0000005Z")
+	if diff := cmp.Diff(want, attrs(s.Attributes)); diff != "" {
+		t.Errorf("attributes (-want +got):\n%s", diff)
+	}
+	wantEvents := []map[string]any{
+		{"messaging.destination.partition.id": shard0, "tidemark.position": "AFTER_SEQUENCE_NUMBER:1",
+			"tidemark.init.done": int64(1), "tidemark.init.total": int64(2), "tidemark.init.calls": int64(3), "tidemark.bytes": int64(100)},
+		{"messaging.destination.partition.id": shard1, "tidemark.position": "AFTER_SEQUENCE_NUMBER:2",
+			"tidemark.init.done": int64(2), "tidemark.init.total": int64(2), "tidemark.init.calls": int64(5), "tidemark.bytes": int64(0)},
+	}
+	var gotEvents []map[string]any
+	for _, e := range s.Events {
+		gotEvents = append(gotEvents, attrs(e.Attributes))
+		if e.Name != kotel.EventShardResolved {
+			t.Errorf("event %q, want %q", e.Name, kotel.EventShardResolved)
+		}
+		if e.Time.Before(s.StartTime) || e.Time.After(s.EndTime) {
+			t.Errorf("event at %v, outside the span (%v to %v)", e.Time, s.StartTime, s.EndTime)
+		}
+	}
+	if diff := cmp.Diff(wantEvents, gotEvents); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+
+	// Nothing resolved: no T0, no events. The other stream's event was
+	// kept for its own initialisation.
+	tr.OnInitResolved(kinesisload.InitResolved{Stream: stream, Reused: 3, Duration: time.Hour})
+	tr.OnInitResolved(kinesisload.InitResolved{Stream: "other", Resolved: 1, Duration: time.Hour})
+	spans := named(exp.GetSpans(), "initialise orders")
+	if len(spans) != 2 {
+		t.Fatalf("%d spans initialise orders, want 2", len(spans))
+	}
+	if _, ok := attrs(spans[1].Attributes)["tidemark.init.t0"]; ok || len(spans[1].Events) != 0 {
+		t.Errorf("second initialisation: attributes %v, events %v; want no tidemark.init.t0 and no events", attrs(spans[1].Attributes), spans[1].Events)
+	}
+	if o := one(t, exp.GetSpans(), "initialise other"); len(o.Events) != 1 {
+		t.Errorf("initialise other: %d events, want 1", len(o.Events))
+	}
+}
+
+// TestTracesInitStartedOver: an initialisation started over is an
+// initialise span of no length with status Error, and forgets the shards
+// it resolved.
+func TestTracesInitStartedOver(t *testing.T) {
+	tr, exp := newTraces(t)
+	tr.OnInitProgress(kinesisload.InitProgress{Stream: stream, ShardID: shard0, Position: scan.AfterSequence("1"), Done: 1, Total: 2, Calls: 3})
+	before := time.Now()
+	tr.OnRetry(kinesisload.Retry{Stream: stream, Op: "Initialise", Attempt: 1, Backoff: 250 * time.Millisecond, Err: errors.New("ListShards: boom")})
+	after := time.Now()
+	tr.OnInitResolved(kinesisload.InitResolved{Stream: stream, Resolved: 2, Duration: time.Hour})
+
+	spans := named(exp.GetSpans(), "initialise orders")
+	if len(spans) != 2 {
+		t.Fatalf("%d spans initialise orders, want 2 (the failed try, then the initialisation)", len(spans))
+	}
+	failed := spans[0]
+	checkRoot(t, failed)
+	checkEnd(t, failed, before, after, 0)
+	want := common("tidemark.retry.attempt", int64(1), "tidemark.retry.backoff", 0.25, "error.type", "*errors.errorString")
+	if diff := cmp.Diff(want, attrs(failed.Attributes)); diff != "" {
+		t.Errorf("failed try: attributes (-want +got):\n%s", diff)
+	}
+	if failed.SpanKind != trace.SpanKindInternal || failed.Status.Code != codes.Error || failed.Status.Description != "ListShards: boom" {
+		t.Errorf("failed try: kind %v, status %+v; want %v, Error ListShards: boom", failed.SpanKind, failed.Status, trace.SpanKindInternal)
+	}
+	if n := len(spans[1].Events); n != 0 {
+		t.Errorf("initialisation after the failed try: %d events, want none", n)
+	}
+}
+
+// TestTracesInitEventsBounded: a stream keeps the latest 128 resolved
+// shards for its initialise span (on an SDK that would take more).
+func TestTracesInitEventsBounded(t *testing.T) {
+	limits := sdktrace.NewSpanLimits()
+	limits.EventCountLimit = 1000
+	tr, exp := newTracesLimits(t, limits)
+	const n = 130
+	for i := 1; i <= n; i++ {
+		tr.OnInitProgress(kinesisload.InitProgress{Stream: stream, ShardID: fmt.Sprintf("shardId-%012d", i), Done: i, Total: n})
+	}
+	tr.OnInitResolved(kinesisload.InitResolved{Stream: stream, Resolved: n, Duration: time.Hour})
+	s := one(t, exp.GetSpans(), "initialise orders")
+	var done []int64
+	for _, e := range s.Events {
+		done = append(done, attrs(e.Attributes)["tidemark.init.done"].(int64))
+	}
+	var want []int64
+	for i := n - 127; i <= n; i++ {
+		want = append(want, int64(i))
+	}
+	if diff := cmp.Diff(want, done); diff != "" {
+		t.Errorf("tidemark.init.done of the events (-want +got):\n%s", diff)
 	}
 }
