@@ -160,6 +160,9 @@
 //	fetch {stream}           INTERNAL  Unset   OnFetched, for a page with records (any page with WithEmptyFetchSpans)
 //	initialise {stream}      INTERNAL  Unset   OnInitResolved
 //	initialise {stream}      INTERNAL  Error   OnRetry, for Op "Initialise"
+//	lease acquired {stream}  INTERNAL  Unset   OnLeaseAcquired
+//	lease held {stream}      INTERNAL  Unset   OnLeaseHandedOff
+//	lease held {stream}      INTERNAL  Error   OnLeaseLost
 //
 // Every span has messaging.system "aws_kinesis" ([MessagingSystem]: the
 // conventions list no value for Kinesis and allow a custom one),
@@ -214,6 +217,26 @@
 //     a status and an exception event, as for a refused Deliver; no
 //     length. The shards it resolved are forgotten. An initialisation
 //     that fails for good (Run returns its error) has no span.
+//   - lease acquired: this host was granted a shard's lease and starts
+//     reading the shard. tidemark.lease.epoch, tidemark.lease.reason
+//     (initial, unowned, expired, handoff or reclaimed) and
+//     tidemark.position (where reading resumes). No length.
+//   - lease held (Unset): a lease this host gave up on a planned move,
+//     over the time it held it (LeaseHandedOff.Held).
+//     tidemark.lease.epoch, tidemark.lease.release "handed_off",
+//     tidemark.lease.reason (rebalance, close, pause or stop) and
+//     tidemark.position (the committed position the next owner resumes
+//     from).
+//   - lease held (Error): a lease this host lost, over the time it held
+//     it (LeaseLost.Held): the batch in flight may be delivered again by
+//     the next owner. tidemark.lease.epoch, tidemark.lease.release "lost",
+//     tidemark.lease.reason and error.type (both the reason, such as
+//     commit_refused, self_fenced, expired or sink_fenced); the status
+//     says "lease lost:" and the reason, and an exception event records
+//     the coordinator's error, if it gave one.
+//
+// A shard that reaches its end releases its lease without a lease hook,
+// so without a lease held span (OnShardState reports it COMPLETED).
 //
 // Throttles, retries of Kinesis calls, iterator renewals, KPL decode
 // failures and shard state changes make no span: the metrics count them.

@@ -3,6 +3,7 @@ package kotel
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/scan"
 )
 
 // MessagingSystem is the value of messaging.system on every span. The
@@ -69,13 +71,17 @@ const (
 	// AttrInitCalls is, on the event of a resolved shard, the Kinesis
 	// calls resolving it took.
 	AttrInitCalls = attribute.Key("tidemark.init.calls")
+	// AttrEpoch is a lease's fencing epoch.
+	AttrEpoch = attribute.Key("tidemark.lease.epoch")
+	// AttrRelease is how a lease held ended: "lost" or "handed_off".
+	AttrRelease = attribute.Key("tidemark.lease.release")
 )
 
 // spanOwnKeys are the tidemark keys of the spans; [WithAttributes] refuses
 // them like the other Attr constants.
 var spanOwnKeys = []attribute.Key{AttrBytes, AttrMillisBehind, AttrAttempts, AttrRetryAttempt, AttrRetryBackoff,
 	AttrPosition, AttrInitShards, AttrInitResolved, AttrInitReused, AttrInitStrategy, AttrInitUnanswered, AttrInitT0,
-	AttrInitDone, AttrInitTotal, AttrInitCalls}
+	AttrInitDone, AttrInitTotal, AttrInitCalls, AttrEpoch, AttrRelease}
 
 // semconvKeys are the semantic-convention keys the spans have; NewTraces
 // refuses them in [WithAttributes].
@@ -95,6 +101,8 @@ const (
 	opFetch      = "fetch"
 	opProcess    = "process"
 	opInitialise = "initialise"
+	opAcquired   = "lease acquired"
+	opHeld       = "lease held"
 )
 
 // EventShardResolved is the name of the event of an initialise span for
@@ -147,6 +155,9 @@ var (
 	_ kinesisload.HookRetry          = (*Traces)(nil)
 	_ kinesisload.HookInitProgress   = (*Traces)(nil)
 	_ kinesisload.HookInitResolved   = (*Traces)(nil)
+	_ kinesisload.HookLeaseAcquired  = (*Traces)(nil)
+	_ kinesisload.HookLeaseLost      = (*Traces)(nil)
+	_ kinesisload.HookLeaseHandedOff = (*Traces)(nil)
 )
 
 // NewTraces returns a Traces that records its spans on a Tracer named
@@ -314,5 +325,49 @@ func (t *Traces) OnInitResolved(e kinesisload.InitResolved) {
 				AttrBytes.Int64(r.e.Bytes)))
 		}
 	}
+	s.End(trace.WithTimestamp(end))
+}
+
+// leaseAttrs are the attributes of a lease span after those of every
+// span; pos is left out if it is unset.
+func leaseAttrs(shard string, epoch uint64, reason fmt.Stringer, pos scan.Position, kv ...attribute.KeyValue) []attribute.KeyValue {
+	a := append([]attribute.KeyValue{
+		semconv.MessagingDestinationPartitionID(shard),
+		AttrEpoch.Int64(int64(min(epoch, math.MaxInt64))),
+		AttrReason.String(reason.String()),
+	}, kv...)
+	if pos.Kind != 0 {
+		a = append(a, AttrPosition.String(pos.String()))
+	}
+	return a
+}
+
+// OnLeaseAcquired implements [kinesisload.HookLeaseAcquired]: a lease
+// acquired span of no length.
+func (t *Traces) OnLeaseAcquired(e kinesisload.LeaseAcquired) {
+	now := time.Now()
+	s := t.start(opAcquired, e.Stream, trace.SpanKindInternal, now, leaseAttrs(e.ShardID, e.Epoch, e.Reason, e.Position)...)
+	s.End(trace.WithTimestamp(now))
+}
+
+// OnLeaseLost implements [kinesisload.HookLeaseLost]: a lease held span
+// over the time the lease was held (e.Held, up to now), with status Error.
+func (t *Traces) OnLeaseLost(e kinesisload.LeaseLost) {
+	end := time.Now()
+	s := t.start(opHeld, e.Stream, trace.SpanKindInternal, end.Add(-e.Held), leaseAttrs(e.ShardID, e.Epoch, e.Reason, scan.Position{},
+		AttrRelease.String("lost"), semconv.ErrorTypeKey.String(e.Reason.String()))...)
+	if e.Err != nil {
+		s.RecordError(e.Err, trace.WithTimestamp(end))
+	}
+	s.SetStatus(codes.Error, "lease lost: "+e.Reason.String())
+	s.End(trace.WithTimestamp(end))
+}
+
+// OnLeaseHandedOff implements [kinesisload.HookLeaseHandedOff]: a lease
+// held span over the time the lease was held (e.Held, up to now).
+func (t *Traces) OnLeaseHandedOff(e kinesisload.LeaseHandedOff) {
+	end := time.Now()
+	s := t.start(opHeld, e.Stream, trace.SpanKindInternal, end.Add(-e.Held), leaseAttrs(e.ShardID, e.Epoch, e.Reason, e.Position,
+		AttrRelease.String("handed_off"))...)
 	s.End(trace.WithTimestamp(end))
 }

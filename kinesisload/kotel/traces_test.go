@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -282,6 +283,17 @@ var traceHookCalls = []struct {
 	{"OnRetry", func(tr *kotel.Traces) {
 		tr.OnRetry(kinesisload.Retry{Stream: stream, Op: "Initialise", Attempt: 1, Err: errors.New("ListShards failed")})
 	}},
+	{"OnLeaseAcquired", func(tr *kotel.Traces) {
+		tr.OnLeaseAcquired(kinesisload.LeaseAcquired{Stream: stream, ShardID: shard0, Epoch: 1, Reason: kinesisload.AcquireInitial, Position: scan.TrimHorizon()})
+	}},
+	{"OnLeaseHandedOff", func(tr *kotel.Traces) {
+		tr.OnLeaseHandedOff(kinesisload.LeaseHandedOff{Stream: stream, ShardID: shard0, Epoch: 1, Reason: kinesisload.HandoffClose,
+			Position: scan.AfterSequence("1"), Held: time.Second})
+	}},
+	{"OnLeaseLost", func(tr *kotel.Traces) {
+		tr.OnLeaseLost(kinesisload.LeaseLost{Stream: stream, ShardID: shard0, Epoch: 1, Reason: kinesisload.LostExpired,
+			Err: errors.New("expired"), Held: time.Second})
+	}},
 }
 
 // TestSpanTable: every span of the package documentation's table is made
@@ -473,5 +485,144 @@ func TestTracesInitEventsBounded(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, done); diff != "" {
 		t.Errorf("tidemark.init.done of the events (-want +got):\n%s", diff)
+	}
+}
+
+// TestTracesLeases: an acquired lease is an INTERNAL span of no length;
+// a lease lost or handed off is an INTERNAL span over the time it was held
+// (Held before the hook), with status Error if it was lost.
+func TestTracesLeases(t *testing.T) {
+	tr, exp := newTraces(t)
+	before := time.Now()
+	tr.OnLeaseAcquired(kinesisload.LeaseAcquired{Stream: stream, ShardID: shard0, Epoch: 7, Reason: kinesisload.AcquireExpired,
+		Position: scan.AfterSequence("42")})
+	tr.OnLeaseAcquired(kinesisload.LeaseAcquired{Stream: stream, ShardID: shard1, Reason: kinesisload.AcquireInitial})
+	mid := time.Now()
+	tr.OnLeaseLost(kinesisload.LeaseLost{Stream: stream, ShardID: shard0, Epoch: 7, Reason: kinesisload.LostSelfFenced,
+		Err: errors.New("lease renewal failed for 30s"), Held: 90 * time.Second})
+	tr.OnLeaseLost(kinesisload.LeaseLost{Stream: stream, ShardID: shard2, Epoch: 2, Reason: kinesisload.LostCommitRefused, Held: time.Second})
+	tr.OnLeaseHandedOff(kinesisload.LeaseHandedOff{Stream: stream, ShardID: shard1, Reason: kinesisload.HandoffRebalance,
+		Position: scan.AfterSequence("43"), Held: 2 * time.Hour})
+	after := time.Now()
+	spans := exp.GetSpans()
+
+	acquired := named(spans, "lease acquired orders")
+	if len(acquired) != 2 {
+		t.Fatalf("%d spans lease acquired orders, want 2", len(acquired))
+	}
+	for i, want := range []map[string]any{
+		common("messaging.destination.partition.id", shard0, "tidemark.lease.epoch", int64(7), "tidemark.lease.reason", "expired",
+			"tidemark.position", "AFTER_SEQUENCE_NUMBER:42"),
+		common("messaging.destination.partition.id", shard1, "tidemark.lease.epoch", int64(0), "tidemark.lease.reason", "initial"),
+	} {
+		s := acquired[i]
+		checkRoot(t, s)
+		checkEnd(t, s, before, mid, 0)
+		if diff := cmp.Diff(want, attrs(s.Attributes)); diff != "" {
+			t.Errorf("lease acquired %d: attributes (-want +got):\n%s", i, diff)
+		}
+		if s.SpanKind != trace.SpanKindInternal || s.Status.Code != codes.Unset {
+			t.Errorf("lease acquired %d: kind %v, status %v; want %v, Unset", i, s.SpanKind, s.Status, trace.SpanKindInternal)
+		}
+	}
+
+	held := named(spans, "lease held orders")
+	if len(held) != 3 {
+		t.Fatalf("%d spans lease held orders, want 3", len(held))
+	}
+	for i, c := range []struct {
+		attrs  map[string]any
+		held   time.Duration
+		status sdktrace.Status
+		err    string // the exception event's message; "" for none
+	}{
+		{common("messaging.destination.partition.id", shard0, "tidemark.lease.epoch", int64(7), "tidemark.lease.reason", "self_fenced",
+			"tidemark.lease.release", "lost", "error.type", "self_fenced"),
+			90 * time.Second, sdktrace.Status{Code: codes.Error, Description: "lease lost: self_fenced"}, "lease renewal failed for 30s"},
+		{common("messaging.destination.partition.id", shard2, "tidemark.lease.epoch", int64(2), "tidemark.lease.reason", "commit_refused",
+			"tidemark.lease.release", "lost", "error.type", "commit_refused"),
+			time.Second, sdktrace.Status{Code: codes.Error, Description: "lease lost: commit_refused"}, ""},
+		{common("messaging.destination.partition.id", shard1, "tidemark.lease.epoch", int64(0), "tidemark.lease.reason", "rebalance",
+			"tidemark.lease.release", "handed_off", "tidemark.position", "AFTER_SEQUENCE_NUMBER:43"),
+			2 * time.Hour, sdktrace.Status{Code: codes.Unset}, ""},
+	} {
+		s := held[i]
+		checkRoot(t, s)
+		checkEnd(t, s, mid, after, c.held)
+		if diff := cmp.Diff(c.attrs, attrs(s.Attributes)); diff != "" {
+			t.Errorf("lease held %d: attributes (-want +got):\n%s", i, diff)
+		}
+		if s.SpanKind != trace.SpanKindInternal || s.Status != c.status {
+			t.Errorf("lease held %d: kind %v, status %+v; want %v, %+v", i, s.SpanKind, s.Status, trace.SpanKindInternal, c.status)
+		}
+		var msgs []string
+		for _, e := range s.Events {
+			msgs = append(msgs, attrs(e.Attributes)["exception.message"].(string))
+		}
+		if want := []string{c.err}; (c.err == "" && len(msgs) != 0) || (c.err != "" && !cmp.Equal(want, msgs)) {
+			t.Errorf("lease held %d: exception events %q, want %q", i, msgs, c.err)
+		}
+	}
+}
+
+// TestTracesNoop: the API's no-op TracerProvider works, and every hook
+// can be called on it.
+func TestTracesNoop(t *testing.T) {
+	tr, err := kotel.NewTraces(tracenoop.NewTracerProvider())
+	if err != nil {
+		t.Fatalf("NewTraces: %v", err)
+	}
+	for _, c := range traceHookCalls {
+		c.call(tr)
+	}
+}
+
+// TestTracesOptions: WithAttributes adds its attributes to every span.
+func TestTracesOptions(t *testing.T) {
+	tr, exp := newTraces(t, kotel.WithAttributes(attribute.String("app", "billing"), attribute.Int("replica", 2)))
+	for _, c := range traceHookCalls {
+		c.call(tr)
+	}
+	spans := exp.GetSpans()
+	if len(spans) != len(traceHookCalls) {
+		t.Errorf("%d spans, want %d", len(spans), len(traceHookCalls))
+	}
+	for _, s := range spans {
+		a := attrs(s.Attributes)
+		if a["app"] != "billing" || a["replica"] != int64(2) {
+			t.Errorf("span %q lacks app=billing,replica=2: %v", s.Name, a)
+		}
+	}
+}
+
+// TestTracesConcurrent: hooks called from many goroutines at once lose no
+// span (and -race finds no race), resolver workers' progress included.
+func TestTracesConcurrent(t *testing.T) {
+	limits := sdktrace.NewSpanLimits()
+	limits.EventCountLimit = 1000
+	tr, exp := newTracesLimits(t, limits)
+	const workers, perWorker = 8, 100
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				tr.OnFetched(kinesisload.Fetched{Stream: stream, ShardID: shard0, Records: 1})
+				tr.OnBatchDelivered(kinesisload.BatchDelivered{Stream: stream, ShardID: shard0, Records: 1, Attempts: 1})
+				if i == 0 {
+					tr.OnInitProgress(kinesisload.InitProgress{Stream: stream, ShardID: fmt.Sprint(w), Done: w + 1, Total: workers})
+				}
+			}
+		})
+	}
+	wg.Wait()
+	tr.OnInitResolved(kinesisload.InitResolved{Stream: stream, Resolved: workers, Duration: time.Hour})
+	spans := exp.GetSpans()
+	for name, want := range map[string]int{"fetch orders": workers * perWorker, "process orders": workers * perWorker, "initialise orders": 1} {
+		if got := len(named(spans, name)); got != want {
+			t.Errorf("%d spans %q, want %d", got, name, want)
+		}
+	}
+	if n := len(one(t, spans, "initialise orders").Events); n != workers {
+		t.Errorf("initialise orders: %d events, want %d", n, workers)
 	}
 }
