@@ -11,6 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
@@ -102,4 +105,81 @@ func Example() {
 	// tidemark.records.delivered{shardId-000000000000}: 3
 	// tidemark.shard.millis_behind_latest{shardId-000000000000}: reported, in ms
 	// tidemark.shards{ACTIVE}: 1
+}
+
+// A Loader over an in-memory Kinesis records spans with an OpenTelemetry
+// SDK; an in-memory exporter holds them. In a program, give NewTraces the
+// TracerProvider of the program's exporter (or otel.GetTracerProvider()),
+// and the Traces to WithHooks next to the Metrics of New.
+func ExampleNewTraces() {
+	ctx := context.Background()
+	fake := kinesistest.New()
+	if _, err := fake.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(1)}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, order := range []string{"apple", "pear", "plum"} {
+		_, _ = fake.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"), PartitionKey: aws.String(order), Data: []byte(order)})
+	}
+	dir, _ := os.MkdirTemp("", "tidemark-kotel-example")
+	defer os.RemoveAll(dir)
+
+	exporter := tracetest.NewInMemoryExporter()
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
+	defer provider.Shutdown(ctx)
+	traces, err := kotel.NewTraces(provider)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	var loader *kinesisload.Loader
+	var mu sync.Mutex
+	got := 0
+	cfg := kinesisload.DefaultConfig()
+	cfg.Stream = "orders"
+	cfg.Dir = dir
+	cfg.StartPosition = scan.TrimHorizon()
+	cfg.Sink = kinesisload.SinkFunc(func(ctx context.Context, b kinesisload.Batch) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if got += len(b.Records); got == 3 {
+			go loader.Close(context.Background()) // stop once everything arrived
+		}
+		return nil
+	})
+	loader, err = kinesisload.New(cfg,
+		kinesisload.WithClient(fake),
+		kinesisload.WithHooks(traces),
+		kinesisload.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("Run:", loader.Run(ctx))
+
+	seen := map[string]bool{}
+	var processed int64
+	for _, s := range exporter.GetSpans() {
+		if !seen[s.Name] {
+			seen[s.Name] = true
+			fmt.Printf("%s (%s)\n", s.Name, s.SpanKind)
+		}
+		if s.Name == "process orders" {
+			for _, a := range s.Attributes {
+				if a.Key == semconv.MessagingBatchMessageCountKey {
+					processed += a.Value.AsInt64()
+				}
+			}
+		}
+	}
+	fmt.Println("records processed:", processed)
+	// Unordered output:
+	// Run: kinesisload: loader closed
+	// initialise orders (internal)
+	// lease acquired orders (internal)
+	// fetch orders (internal)
+	// process orders (consumer)
+	// lease held orders (internal)
+	// records processed: 3
 }

@@ -43,11 +43,21 @@ type countingSink struct {
 	got    map[string]int64
 	total  int
 	loader *kinesisload.Loader
+	// refuse is a shard whose first delivery the Sink refuses with
+	// errSinkDown; "" for none.
+	refuse  string
+	refused bool
 }
+
+var errSinkDown = errors.New("sink down")
 
 func (s *countingSink) Deliver(_ context.Context, b kinesisload.Batch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if b.ShardID == s.refuse && !s.refused {
+		s.refused = true
+		return errSinkDown
+	}
 	s.got[b.ShardID] += int64(len(b.Records))
 	s.total += len(b.Records)
 	if s.total == s.want {
