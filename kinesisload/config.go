@@ -339,6 +339,9 @@ type options struct {
 	// fan-out readers, after tune.
 	tune       func(*readerConfig)
 	tuneFanOut func(*fanoutConfig)
+	// clock is the time of Stats and of the logs that repeat at most
+	// once an interval; tests set a manual one. Default time.Now.
+	clock func() time.Time
 }
 
 // WithClient sets the Kinesis client. Anything that satisfies [scan.Client]

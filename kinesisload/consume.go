@@ -253,20 +253,25 @@ func (c *consumer) newDecoder() *pageDecoder {
 	l := c.s.l
 	stream := l.cfg.Stream
 	d := &pageDecoder{dec: l.cfg.Decoder}
+	// Logged at most once a minute per shard: a producer may do either
+	// for every record. Stats and the hooks count every one.
+	failedLog := newLogEvery(l.log, "records delivered as read: they could not be decoded", l.stats.clock)
 	d.failed = func(r Record, err error) {
-		l.log.Warn("record delivered as read: it could not be decoded", "shard", c.shard, "seq", r.SequenceNumber, "err", err)
+		l.stats.decodeFailed(c.shard)
+		failedLog.add(1, "shard", c.shard, "seq", r.SequenceNumber, "err", err)
 		l.hooks.onDecodeFailed(DecodeFailed{Stream: stream, ShardID: c.shard, SequenceNumber: r.SequenceNumber, Err: err})
 	}
 	if d.dec == nil {
 		keys := c.keys
+		outsideLog := newLogEvery(l.log, "user records outside the shard's hash key range delivered", l.stats.clock)
 		d.dec = &kplDecoder{keys: keys, outside: func(r Record, n int, first Record, key hashKey, ok bool) {
 			e := HashKeyOutOfRange{Stream: stream, ShardID: c.shard, SequenceNumber: r.SequenceNumber, Records: n,
 				SubSequenceNumber: first.SubSequenceNumber, StartingHashKey: keys.start.String(), EndingHashKey: keys.end.String()}
 			if ok {
 				e.HashKey = key.String()
 			}
-			l.log.Warn("user records outside the shard's hash key range delivered", "shard", c.shard, "seq", r.SequenceNumber,
-				"records", n, "first", first.SubSequenceNumber, "hash_key", e.HashKey)
+			l.stats.outOfRange(c.shard, n)
+			outsideLog.add(n, "shard", c.shard, "seq", r.SequenceNumber, "first", first.SubSequenceNumber, "hash_key", e.HashKey)
 			l.hooks.onOutOfRange(e)
 		}}
 	}

@@ -99,6 +99,10 @@ func New(cfg Config, opts ...Option) (*Loader, error) {
 	l.hooks = hs
 	l.hooks.log, l.hooks.panics, l.hooks.obs = l.log, new(atomic.Int64), new(observers)
 	l.tx, _ = cfg.Sink.(TransactionalSink)
+	l.stats.clock = time.Now
+	if o.clock != nil {
+		l.stats.clock = o.clock
+	}
 	l.buffered = newBudget(l.cfg.MaxBufferedBytes)
 	l.deliveries = newBudget(int64(l.cfg.MaxConcurrentDeliveries))
 	return l, nil

@@ -70,9 +70,33 @@ type ShardStats struct {
 	Position scan.Position
 	// Reading is true while a consume loop runs for the shard.
 	Reading bool
-	// MillisBehindLatest is what the shard's last GetRecords page
-	// reported; -1 until a page was read.
+	// MillisBehindLatest is what the shard's last GetRecords page (or
+	// fan-out event) reported; -1 until one was read. It is as old as
+	// ReadAge: while the shard cannot be read (an outage, throttling, a
+	// Sink that holds its loop, a shard this host does not read) it keeps
+	// its last value, which says nothing of the records that arrive
+	// meanwhile. Watch LagMillis.
 	MillisBehindLatest int64
+	// LastReadAt is when the shard's last page (or event) was read
+	// successfully, empty pages included: a shard that is read, idle or
+	// not, has a recent one. Zero until a page was read.
+	LastReadAt time.Time
+	// ReadAge is how long before the snapshot LastReadAt was: the time
+	// the shard has gone unread. -1 until a page was read.
+	ReadAge time.Duration
+	// LagMillis bounds how far behind the stream's tip the shard's
+	// reading is: MillisBehindLatest plus ReadAge in milliseconds, since
+	// records may have arrived since the last read. It grows while the
+	// shard is not read, and is about an idle poll (Config.IdleWait)
+	// while an idle shard is. -1 until a page was read.
+	LagMillis int64
+	// OutOfRange counts the KPL user records delivered from the shard
+	// whose hash keys lie outside its range, and DecodeFailed the
+	// records delivered whole because they could not be decoded, since
+	// the Loader was created (see [HookHashKeyOutOfRange] and
+	// [HookDecodeFailed]; the log has at most a line a minute of each
+	// per shard).
+	OutOfRange, DecodeFailed int
 	// Retries counts the retries of the shard's Kinesis calls and Sink
 	// deliveries since the Loader was created.
 	Retries int
@@ -96,6 +120,10 @@ func (l *Loader) Stats() Stats {
 // statsTracker holds what [Loader.Stats] reports. Every method is safe for
 // concurrent use.
 type statsTracker struct {
+	// clock is the time of the snapshots and of the reads; time.Now
+	// unless a test sets it before the Loader runs.
+	clock func() time.Time
+
 	mu          sync.Mutex
 	initialised bool
 	retries     int
@@ -207,11 +235,27 @@ func (t *statsTracker) reading(shard string, v bool) {
 	t.shard(shard).Reading = v
 }
 
-// fetched records the lag a GetRecords page reported.
+// fetched records a page read successfully and the lag it reported.
 func (t *statsTracker) fetched(shard string, behind int64) {
+	now := t.clock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.shard(shard).MillisBehindLatest = behind
+	s := t.shard(shard)
+	s.MillisBehindLatest, s.LastReadAt = behind, now
+}
+
+// outOfRange counts n user records of shard outside its hash key range.
+func (t *statsTracker) outOfRange(shard string, n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.shard(shard).OutOfRange += n
+}
+
+// decodeFailed counts a record of shard that could not be decoded.
+func (t *statsTracker) decodeFailed(shard string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.shard(shard).DecodeFailed++
 }
 
 // retried counts one retry; shard is empty for a call about the stream.
@@ -220,7 +264,7 @@ func (t *statsTracker) retried(shard string, err error) {
 	if err != nil {
 		msg = err.Error()
 	}
-	now := time.Now()
+	now := t.clock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if shard == "" {
@@ -234,11 +278,18 @@ func (t *statsTracker) retried(shard string, err error) {
 }
 
 func (t *statsTracker) snapshot() Stats {
+	now := t.clock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := Stats{Initialised: t.initialised, Retries: t.retries, LastError: t.lastErr, LastErrorAt: t.lastErrAt}
 	for _, sh := range t.shards {
-		s.Shards = append(s.Shards, *sh)
+		c := *sh
+		c.ReadAge, c.LagMillis = -1, -1
+		if !c.LastReadAt.IsZero() {
+			c.ReadAge = max(now.Sub(c.LastReadAt), 0)
+			c.LagMillis = max(c.MillisBehindLatest, 0) + c.ReadAge.Milliseconds()
+		}
+		s.Shards = append(s.Shards, c)
 	}
 	slices.SortFunc(s.Shards, func(a, b ShardStats) int { return strings.Compare(a.ShardID, b.ShardID) })
 	for _, ls := range t.leases {
