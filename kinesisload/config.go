@@ -26,6 +26,8 @@ const (
 	DefaultMaxConcurrentDeliveries = 64
 	DefaultKinesisBackoff          = time.Second
 	DefaultKinesisMaxBackoff       = 20 * time.Second
+	// DefaultStreamWaitTimeout is the default Config.StreamWaitTimeout.
+	DefaultStreamWaitTimeout = 10 * time.Minute
 )
 
 // SinkRetriesForever is the [Config.SinkRetries] that retries a refused
@@ -50,13 +52,15 @@ type Config struct {
 	// refused with WithCoordinator.
 	Dir string
 	// StartPosition is where a shard with no stored progress starts when
-	// the Loader first runs on the stream. Default LATEST: resolved into
-	// the shard's tip and journaled before any record is read; a closed
-	// shard at LATEST is complete at once. A child whose parent is read
-	// (because the parent was open, or started before LATEST) starts at
-	// TRIM_HORIZON instead, so that its records follow its parent's
-	// without a gap; so do shards born later (children of a split or
-	// merge). SHARD_END is not allowed.
+	// the Loader first runs on the stream. Default LATEST: the stream as
+	// it stood at T0, when the first Run began, resolved for every shard
+	// (open or closed) into just after its last record before T0 and
+	// journaled before any record is read; a closed shard with no record
+	// at or after T0 is complete at once. A child whose parent is read
+	// (because the parent has records after T0, or started before them)
+	// starts at TRIM_HORIZON instead, so that its records follow its
+	// parent's without a gap; so do shards born later (children of a
+	// split or merge). SHARD_END is not allowed.
 	StartPosition scan.Position
 	// Shards optionally restricts loading to these shards, each with its
 	// own start position (zero Position means StartPosition). Children of
@@ -136,6 +140,16 @@ type Config struct {
 	// [StreamRecreatedStartOver] archives the old progress and reads the
 	// new stream as on a first run.
 	OnStreamRecreated StreamRecreated
+	// StreamWaitTimeout bounds how long Run waits, with OnStreamRecreated
+	// = [StreamRecreatedStartOver], for a stream that is gone, DELETING
+	// or CREATING (deleted and being created again under its name: on
+	// AWS each takes seconds to minutes) to be ACTIVE again; it then
+	// checks the stream's identity and starts over. The wait is logged
+	// and shown in Stats (WaitingForStream). A stream still not back when
+	// it ends stops Run with the error that began the wait, of class
+	// [ErrKinesis]. Default 10 minutes. Without start-over, such a stream
+	// stops Run at once.
+	StreamWaitTimeout time.Duration
 	// SinkMaxBackoff caps the wait between two tries of the Sink.
 	// Default 30 s.
 	SinkMaxBackoff time.Duration
@@ -188,6 +202,7 @@ func DefaultConfig() Config {
 		SinkMaxBackoff:          DefaultMaxSinkBackoff,
 		KinesisBackoff:          DefaultKinesisBackoff,
 		KinesisMaxBackoff:       DefaultKinesisMaxBackoff,
+		StreamWaitTimeout:       DefaultStreamWaitTimeout,
 	}
 }
 
@@ -227,6 +242,8 @@ func (c Config) Validate() error {
 		return bad("MaxConcurrentDeliveries", c.MaxConcurrentDeliveries, "must not be negative (0 means the default)")
 	case c.OnStreamRecreated > StreamRecreatedStartOver:
 		return bad("OnStreamRecreated", c.OnStreamRecreated, "must be StreamRecreatedStop or StreamRecreatedStartOver")
+	case c.StreamWaitTimeout < 0:
+		return bad("StreamWaitTimeout", c.StreamWaitTimeout, "must not be negative (0 means the default)")
 	case c.SinkMaxBackoff < 0:
 		return bad("SinkMaxBackoff", c.SinkMaxBackoff, "must not be negative")
 	case c.SinkMaxBackoff > 0 && c.SinkMaxBackoff < c.SinkBackoff:
@@ -313,6 +330,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KinesisMaxBackoff == 0 {
 		c.KinesisMaxBackoff = max(d.KinesisMaxBackoff, c.KinesisBackoff)
+	}
+	if c.StreamWaitTimeout == 0 {
+		c.StreamWaitTimeout = d.StreamWaitTimeout
 	}
 	return c
 }

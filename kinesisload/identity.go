@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/tidemark/tidemark/internal/backoff"
 	"github.com/tidemark/tidemark/internal/kerr"
 	"github.com/tidemark/tidemark/scan"
 )
@@ -164,7 +165,7 @@ func (s *session) describeIdentityAt(ctx context.Context) (StreamIdentity, time.
 	err := s.callKinesis(ctx, "", "DescribeStreamSummary", func(ctx context.Context) error {
 		var err error
 		var md middleware.Metadata
-		id, md, err = describeStreamMeta(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
+		id, _, md, err = describeStreamMeta(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
 		if err == nil {
 			at = kinesisClockAt(md, s.began)
 		}
@@ -190,34 +191,84 @@ func kinesisClockAt(md middleware.Metadata, then time.Time) time.Time {
 
 // describeStream makes one DescribeStreamSummary call.
 func describeStream(ctx context.Context, c scan.Client, stream string, timeout time.Duration) (StreamIdentity, error) {
-	id, _, err := describeStreamMeta(ctx, c, stream, timeout)
+	id, _, _, err := describeStreamMeta(ctx, c, stream, timeout)
 	return id, err
 }
 
-// describeStreamMeta is describeStream that also returns the answer's
-// metadata.
-func describeStreamMeta(ctx context.Context, c scan.Client, stream string, timeout time.Duration) (StreamIdentity, middleware.Metadata, error) {
+// describeStreamMeta is describeStream that also returns the stream's
+// status and the answer's metadata.
+func describeStreamMeta(ctx context.Context, c scan.Client, stream string, timeout time.Duration) (StreamIdentity, types.StreamStatus, middleware.Metadata, error) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out, err := c.DescribeStreamSummary(cctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)}, noSDKRetries)
 	if err != nil {
-		return StreamIdentity{}, middleware.Metadata{}, err
+		return StreamIdentity{}, "", middleware.Metadata{}, err
 	}
 	if out == nil || out.StreamDescriptionSummary == nil ||
 		aws.ToString(out.StreamDescriptionSummary.StreamARN) == "" || out.StreamDescriptionSummary.StreamCreationTimestamp == nil {
-		return StreamIdentity{}, middleware.Metadata{}, fmt.Errorf("%w: DescribeStreamSummary returned no StreamARN or no StreamCreationTimestamp, which identify the stream", kerr.ErrOddAnswer)
+		return StreamIdentity{}, "", middleware.Metadata{}, fmt.Errorf("%w: DescribeStreamSummary returned no StreamARN or no StreamCreationTimestamp, which identify the stream", kerr.ErrOddAnswer)
 	}
 	d := out.StreamDescriptionSummary
 	if d.StreamStatus == types.StreamStatusDeleting {
-		return StreamIdentity{}, middleware.Metadata{}, fmt.Errorf("%w: stream %s has status DELETING", ErrStreamDeleted, stream)
+		return StreamIdentity{}, d.StreamStatus, middleware.Metadata{}, fmt.Errorf("%w: stream %s has status DELETING", ErrStreamDeleted, stream)
 	}
-	return StreamIdentity{ARN: *d.StreamARN, Created: d.StreamCreationTimestamp.UTC()}, out.ResultMetadata, nil
+	return StreamIdentity{ARN: *d.StreamARN, Created: d.StreamCreationTimestamp.UTC()}, d.StreamStatus, out.ResultMetadata, nil
 }
 
 // ErrStreamDeleted is wrapped by the error that stops Run when Kinesis says
 // the stream is being deleted. (A stream already gone stops Run with
 // Kinesis's ResourceNotFoundException.)
 var ErrStreamDeleted = errors.New("kinesisload: the stream is being deleted")
+
+// streamAbsent reports whether err says the stream is gone or not ACTIVE:
+// Kinesis's ResourceNotFoundException, a stream DELETING
+// ([ErrStreamDeleted]), or a ResourceInUseException (a stream CREATING or
+// DELETING refuses calls with it). With start-over configured, Run waits
+// for such a stream (see awaitStream).
+func streamAbsent(err error) bool {
+	_, inUse := errors.AsType[*types.ResourceInUseException](err)
+	return errorIsNotFound(err) || errors.Is(err, ErrStreamDeleted) || inUse
+}
+
+// awaitStream waits, with start-over configured, until the stream is
+// ACTIVE (or UPDATING) again after cause said it was gone or not ACTIVE,
+// for at most Config.StreamWaitTimeout, and reports whether the next
+// session should start: the stream is back and is not the session's (it
+// was re-created: the next session starts over on it). It returns cause
+// when the stream came back as the same stream (cause was not about its
+// re-creation) or is still not back when the wait ends, and ctx.Err()
+// when ctx ends first. The wait is logged and shown in Stats.
+func (s *session) awaitStream(ctx context.Context, cause error) error {
+	l := s.l
+	since := l.stats.clock()
+	l.stats.waitingForStream(since)
+	defer l.stats.waitingForStream(time.Time{})
+	l.log.Warn("the stream is gone, DELETING or CREATING; waiting for it to be ACTIVE again, then starting over if it was re-created",
+		"err", cause, "timeout", l.cfg.StreamWaitTimeout)
+	deadline := time.Now().Add(l.cfg.StreamWaitTimeout)
+	for attempt := 1; ; attempt++ {
+		id, status, _, err := describeStreamMeta(ctx, s.client, l.cfg.Stream, l.cfg.CallTimeout)
+		switch {
+		case err == nil && (status == types.StreamStatusActive || status == types.StreamStatusUpdating):
+			if id.Equal(s.identity) {
+				l.log.Warn("the stream is ACTIVE and was not re-created", "identity", id.String())
+				return cause
+			}
+			l.log.Info("the stream is ACTIVE again", "identity", id.String(), "waited", time.Since(since))
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && !streamAbsent(err) && !kerr.IsRetryable(err):
+			return fmt.Errorf("kinesisload: stream %s: waiting for the stream: %w", l.cfg.Stream, err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kinesisload: stream %s: not ACTIVE again after waiting %v (Config.StreamWaitTimeout): %w", l.cfg.Stream, l.cfg.StreamWaitTimeout, cause)
+		}
+		if err := backoff.Sleep(ctx, l.retryPolicy().Delay(attempt)); err != nil {
+			return err
+		}
+	}
+}
 
 // explainVanished returns, instead of err (a lineage violation: tracked
 // shards missing from a listing), the reason the stream itself gives when

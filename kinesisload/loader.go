@@ -214,11 +214,22 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 		}
 		l.stats.setInitialised(false)
 		var mismatch *StreamMismatchError
+		startOver := l.cfg.OnStreamRecreated == StreamRecreatedStartOver && ctx.Err() == nil
 		switch {
-		case errors.As(err, &mismatch) && l.cfg.OnStreamRecreated == StreamRecreatedStartOver && ctx.Err() == nil:
+		case errors.As(err, &mismatch) && startOver:
 			// Re-created while it was read: the next session's
 			// initialisation archives the old progress and starts over.
 			l.log.Warn("the stream was re-created while it was read; starting over", "old", mismatch.Stored.String(), "new", mismatch.Current.String())
+			continue
+		case err != nil && startOver && streamAbsent(err):
+			// Deleted, maybe being re-created: wait for it, then the
+			// next session checks its identity (and starts over).
+			if werr := env.awaitStream(ctx, err); werr != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return stopError(l.cfg.Stream, "", "DescribeStreamSummary", ErrKinesis, werr)
+			}
 			continue
 		case err != nil:
 			return err

@@ -25,6 +25,11 @@ type Stats struct {
 	// journaled and the shards are being read; false before, while
 	// paused, and after Run returned.
 	Initialised bool
+	// WaitingForStream is when Run began to wait for the stream to be
+	// ACTIVE again (gone, DELETING or CREATING, with
+	// [StreamRecreatedStartOver]; see Config.StreamWaitTimeout); zero
+	// while it does not wait.
+	WaitingForStream time.Time
 	// Retries counts the retries of calls that are not about one shard
 	// (ListShards, initialisation) since the Loader was created.
 	Retries int
@@ -126,6 +131,7 @@ type statsTracker struct {
 
 	mu          sync.Mutex
 	initialised bool
+	waiting     time.Time
 	retries     int
 	lastErr     string
 	lastErrAt   time.Time
@@ -244,6 +250,14 @@ func (t *statsTracker) fetched(shard string, behind int64) {
 	s.MillisBehindLatest, s.LastReadAt = behind, now
 }
 
+// waitingForStream records since when Run waits for the stream; zero when
+// it does not.
+func (t *statsTracker) waitingForStream(since time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.waiting = since
+}
+
 // outOfRange counts n user records of shard outside its hash key range.
 func (t *statsTracker) outOfRange(shard string, n int) {
 	t.mu.Lock()
@@ -281,7 +295,7 @@ func (t *statsTracker) snapshot() Stats {
 	now := t.clock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := Stats{Initialised: t.initialised, Retries: t.retries, LastError: t.lastErr, LastErrorAt: t.lastErrAt}
+	s := Stats{Initialised: t.initialised, WaitingForStream: t.waiting, Retries: t.retries, LastError: t.lastErr, LastErrorAt: t.lastErrAt}
 	for _, sh := range t.shards {
 		c := *sh
 		c.ReadAge, c.LagMillis = -1, -1

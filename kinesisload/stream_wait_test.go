@@ -1,0 +1,98 @@
+package kinesisload
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/tidemark/tidemark/journal"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// waitStats waits until cond holds for the Loader's stats.
+func waitStats(t *testing.T, l *Loader, what string, cond func(Stats) bool) Stats {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if st := l.Stats(); cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; stats %+v", what, l.Stats())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// With StreamRecreatedStartOver, a stream deleted while Run reads is
+// waited for (Stats say so) until it is created again, and Run starts over
+// on the new stream instead of stopping with ResourceNotFound. (Before the
+// fix, 6 of 8 such runs stopped: GetRecords, ListShards or
+// DescribeStreamSummary met the moment the stream was absent.)
+func TestStartOverWaitsForADeletedStream(t *testing.T) {
+	s := newFakeStream(t, 1)
+	rec, ih := newRecorder(), newInitHook()
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon(),
+		ListShardsInterval: 20 * time.Millisecond, OnStreamRecreated: StreamRecreatedStartOver, KinesisBackoff: 10 * time.Millisecond},
+		WithClient(s.f), WithStore(memStore(t, journal.NewMemory())), WithHooks(ih))
+	ih.wait(t)
+	s.put(shard0, "a")
+	rec.waitFor(t, "a")
+	if _, err := s.f.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(s.name)}); err != nil {
+		t.Fatal(err)
+	}
+	waitStats(t, r.l, "Run to wait for the stream", func(st Stats) bool { return !st.WaitingForStream.IsZero() })
+	if _, err := s.f.CreateStream(context.Background(), &kinesis.CreateStreamInput{StreamName: aws.String(s.name), ShardCount: aws.Int32(1)}); err != nil {
+		t.Fatal(err)
+	}
+	s.put(shard0, "b")
+	ih.wait(t) // initialised again, on the new stream
+	rec.waitFor(t, "b")
+	waitStats(t, r.l, "the wait to end", func(st Stats) bool { return st.WaitingForStream.IsZero() })
+	if err := r.stop(t); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run = %v, want ErrClosed", err)
+	}
+}
+
+// A deleted stream that does not come back within StreamWaitTimeout stops
+// Run with the error that began the wait, naming the wait.
+func TestStartOverWaitForAStreamIsBounded(t *testing.T) {
+	s := newFakeStream(t, 1)
+	ih := newInitHook()
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: newRecorder(), StartPosition: scan.TrimHorizon(),
+		ListShardsInterval: 20 * time.Millisecond, OnStreamRecreated: StreamRecreatedStartOver, KinesisBackoff: 10 * time.Millisecond,
+		StreamWaitTimeout: 200 * time.Millisecond},
+		WithClient(s.f), WithStore(memStore(t, journal.NewMemory())), WithHooks(ih))
+	ih.wait(t)
+	if _, err := s.f.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(s.name)}); err != nil {
+		t.Fatal(err)
+	}
+	err := r.wait(t)
+	if !errors.Is(err, ErrKinesis) || !errorIsNotFound(err) || !strings.Contains(err.Error(), "StreamWaitTimeout") {
+		t.Fatalf("Run = %v, want a RunError of class ErrKinesis wrapping ResourceNotFound and naming StreamWaitTimeout", err)
+	}
+}
+
+// Without start-over, a deleted stream stops Run at once, as before.
+func TestDeletedStreamStopsRunWithoutStartOver(t *testing.T) {
+	s := newFakeStream(t, 1)
+	ih := newInitHook()
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: newRecorder(), StartPosition: scan.TrimHorizon(),
+		ListShardsInterval: 20 * time.Millisecond},
+		WithClient(s.f), WithStore(memStore(t, journal.NewMemory())), WithHooks(ih))
+	ih.wait(t)
+	if _, err := s.f.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(s.name)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.wait(t); !errorIsNotFound(err) && !errors.Is(err, ErrStreamDeleted) {
+		t.Fatalf("Run = %v, want the stream's absence", err)
+	}
+	if st := r.l.Stats(); !st.WaitingForStream.IsZero() {
+		t.Errorf("Stats say Run waited for the stream without start-over")
+	}
+}
