@@ -149,7 +149,7 @@ func (c *consumer) deliver(ctx context.Context, p page, fetched time.Time) error
 	attempts := 0
 	if len(b.Records) > 0 || l.tx != nil {
 		var err error
-		if attempts, err = c.s.deliverRetrying(ctx, b); err != nil {
+		if attempts, err = c.s.deliverRetrying(ctx, b, c.lease); err != nil {
 			return err
 		}
 	}
@@ -170,7 +170,9 @@ func (c *consumer) deliver(ctx context.Context, p page, fetched time.Time) error
 // deliverRetrying hands b to the Sink, retrying a refusal with backoff up
 // to Config.SinkRetries times, and returns how many calls it took. A
 // refusal that wraps [ErrLeaseLost] is not retried: see [sinkFenced].
-func (s *session) deliverRetrying(ctx context.Context, b Batch) (attempts int, err error) {
+// Before every attempt of a batch delivered under a lease (ls, nil for a
+// start batch) it checks the lease's fence ([LeaseChecker]).
+func (s *session) deliverRetrying(ctx context.Context, b Batch, ls Lease) (attempts int, err error) {
 	l := s.l
 	policy := backoff.Policy{Base: l.cfg.SinkBackoff, Max: l.cfg.SinkMaxBackoff, Jitter: backoff.EqualJitter}
 	for {
@@ -179,6 +181,14 @@ func (s *session) deliverRetrying(ctx context.Context, b Batch) (attempts int, e
 		slot, err := l.deliveries.acquire(ctx, 1)
 		if err != nil {
 			return attempts, err
+		}
+		if ls != nil {
+			// Checked after the wait for a slot: a host that woke from a
+			// pause past its lease delivers nothing more under it.
+			if err := checkLease(ls); err != nil {
+				l.deliveries.release(slot)
+				return attempts, err
+			}
 		}
 		err = deliverSafely(ctx, l.cfg.Sink, b)
 		l.deliveries.release(slot)
@@ -232,6 +242,9 @@ func (s *session) saveShard(ctx context.Context, ls Lease, u ShardProgress, from
 	defer s.commit.RUnlock()
 	if s.sealed {
 		return fmt.Errorf("kinesisload: stream %s, shard %s: not saved: Run has returned: %w", s.l.cfg.Stream, u.ShardID, ErrStuck)
+	}
+	if err := checkLease(ls); err != nil {
+		return err
 	}
 	if err := ls.Commit(ctx, u); err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, ErrLeaseLost) {

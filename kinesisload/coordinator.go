@@ -238,6 +238,28 @@ type Lease interface {
 	Release(ctx context.Context) error
 }
 
+// LeaseChecker is an optional capability of a [Lease]: Check reports,
+// without I/O, whether this host may still act under the lease by its
+// own clock. Once too long passed since the host last renewed (a host
+// whose process was paused, or whose rounds cannot reach the table), it
+// marks the lease lost and returns its [*LeaseLostError], before the
+// coordinator's rounds notice: a host that wakes from a long pause must
+// not start a Deliver under a lease another host may hold already. The
+// Loader calls it before every Deliver of a leased batch and before every
+// Commit. The fleet coordinators (coordtest, kinesisload/dynamo)
+// implement it.
+type LeaseChecker interface {
+	Check() error
+}
+
+// checkLease returns ls's Check when it is a [LeaseChecker], else nil.
+func checkLease(ls Lease) error {
+	if lc, ok := ls.(LeaseChecker); ok {
+		return lc.Check()
+	}
+	return nil
+}
+
 // ErrLeaseLost is wrapped by a [*LeaseLostError].
 var ErrLeaseLost = errors.New("kinesisload: lease lost")
 

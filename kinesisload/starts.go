@@ -42,7 +42,7 @@ func (s *session) storeStarts(ctx context.Context, t *topology, inSink map[strin
 	g.SetLimit(startStoreParallelism)
 	for _, b := range batches {
 		g.Go(func() error {
-			_, err := s.deliverRetrying(gctx, b)
+			_, err := s.deliverRetrying(gctx, b, nil)
 			if isSinkFenced(err) {
 				// No lease was given for a start batch: a refusal as
 				// from a lost one is the Sink's failure, not the loss

@@ -1254,11 +1254,12 @@ func (l *lease) isLost() bool {
 	}
 }
 
-// Commit implements [kinesisload.Lease].
-func (l *lease) Commit(ctx context.Context, u kinesisload.ShardProgress) error {
-	if u.ShardID != l.shard {
-		return fmt.Errorf("coordtest: stream %s: commit of shard %s under the lease of shard %s", l.m.stream, u.ShardID, l.shard)
-	}
+var _ kinesisload.LeaseChecker = (*lease)(nil)
+
+// Check implements [kinesisload.LeaseChecker]: the lease is lost once the
+// host's fence passed (no heartbeat landed for LeaseDuration-FenceMargin
+// on its clock), whether or not a round ran since.
+func (l *lease) Check() error {
 	m, h := l.m, l.m.h
 	m.mu.Lock()
 	if !l.isLost() && h.clock().Sub(m.lastOK) >= h.f.cfg.LeaseDuration-h.f.cfg.FenceMargin {
@@ -1267,6 +1268,18 @@ func (l *lease) Commit(ctx context.Context, u kinesisload.ShardProgress) error {
 	m.mu.Unlock()
 	if l.isLost() {
 		return l.lostError()
+	}
+	return nil
+}
+
+// Commit implements [kinesisload.Lease].
+func (l *lease) Commit(ctx context.Context, u kinesisload.ShardProgress) error {
+	if u.ShardID != l.shard {
+		return fmt.Errorf("coordtest: stream %s: commit of shard %s under the lease of shard %s", l.m.stream, u.ShardID, l.shard)
+	}
+	m, h := l.m, l.m.h
+	if err := l.Check(); err != nil {
+		return err
 	}
 	for {
 		if err := ctx.Err(); err != nil {

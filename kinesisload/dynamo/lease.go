@@ -118,6 +118,18 @@ func (l *lease) fenced() bool {
 	return l.isLost()
 }
 
+var _ kinesisload.LeaseChecker = (*lease)(nil)
+
+// Check implements [kinesisload.LeaseChecker]: the lease is lost once the
+// host's fence passed (or it could not read the generation for as long),
+// whether or not a round ran since.
+func (l *lease) Check() error {
+	if l.fenced() {
+		return l.lostError()
+	}
+	return nil
+}
+
 // coalescable reports whether u only moves the position.
 func coalescable(u kinesisload.ShardProgress) bool {
 	return (u.State == 0 || u.State == kinesisload.StateActive) && len(u.Parents) == 0
