@@ -7,8 +7,8 @@ import "testing"
 // merge while consuming, restart several times), reading through
 // SubscribeToShard. kinesis-local 0.6.2 omits the initial-response event
 // the Go SDK waits for at the start of a subscription; the emulator
-// harness's client supplies it with a test-only transport (see
-// internal/emulator, initialResponse). It enforces none of the fan-out
+// harness's client supplies it with the transport of package kinesislocal
+// (kinesislocal.Transport). It enforces none of the fan-out
 // limits, which the in-memory Kinesis's tests cover. Two more quirks of
 // kinesis-local 0.6.2 seen here: a subscription never ends a shard that
 // was closed (it sends empty events with the same continuation number

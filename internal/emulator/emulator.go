@@ -27,9 +27,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/tidemark/tidemark/kinesisload/kinesislocal"
 )
 
 // Kind names an emulator.
@@ -272,18 +273,19 @@ func launch(dir, preload, script string, kind Kind) (*Emulator, error) {
 	return e, nil
 }
 
-// NewClient returns a Kinesis client for the emulator at endpoint, with
-// static credentials and region [Region]. Its HTTP client is the standard
-// library's (so AWS_CA_BUNDLE plays no part), with a transport that
-// supplies the initial-response event kinesis-local's SubscribeToShard
-// omits (see initialResponse).
+// NewClient returns a Kinesis client for the emulator at endpoint:
+// [kinesislocal.NewClient]'s, with region [Region]. Its HTTP client is the
+// standard library's (so AWS_CA_BUNDLE plays no part), with the transport
+// that supplies the initial-response event kinesis-local's
+// SubscribeToShard omits ([kinesislocal.Transport]; it changes nothing for
+// kinesalite, which has no SubscribeToShard). endpoint is one the harness
+// made: NewClient panics on an endpoint that is not a URL.
 func NewClient(endpoint string) *kinesis.Client {
-	return kinesis.New(kinesis.Options{
-		Region:       Region,
-		BaseEndpoint: aws.String(endpoint),
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTIDEMARKTEST", "secret", ""),
-		HTTPClient:   &http.Client{Transport: initialResponse{http.DefaultTransport.(*http.Transport).Clone()}},
-	})
+	c, err := kinesislocal.NewClient(endpoint, func(o *kinesis.Options) { o.Region = Region })
+	if err != nil {
+		panic("emulator: " + err.Error())
+	}
+	return c
 }
 
 // waitReady polls until the emulator answers, the process exits, or the

@@ -14,18 +14,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/tidemark/tidemark/internal/emulator"
+	"github.com/tidemark/tidemark/kinesisload/kinesislocal"
 	"github.com/tidemark/tidemark/scan"
 )
 
 // NewClient returns a Kinesis client for endpoint on transport tr (wrapped
-// in emulator.InitialResponseTransport, for SubscribeToShard), with static
+// in kinesislocal.Transport, for SubscribeToShard), with static
 // credentials and the emulator's region, and the SDK's own retries.
 func NewClient(endpoint string, tr *http.Transport) *kinesis.Client {
 	return kinesis.New(kinesis.Options{
 		Region:       emulator.Region,
 		BaseEndpoint: aws.String(endpoint),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTIDEMARKTEST", "secret", ""),
-		HTTPClient:   &http.Client{Transport: emulator.InitialResponseTransport(tr)},
+		HTTPClient:   &http.Client{Transport: kinesislocal.Transport(tr)},
 	})
 }
 
