@@ -358,8 +358,8 @@ func (d *demo) step2to4LatestGap(ctx context.Context) error {
 
 	select {
 	case <-initDone.done:
-	case err := <-reader.done:
-		return fmt.Errorf("the first Loader stopped during initialisation: %w", err)
+	case <-reader.done:
+		return fmt.Errorf("the first Loader stopped during initialisation: %w", reader.result)
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the first Loader to initialise: %w", ctx.Err())
 	}
@@ -385,8 +385,8 @@ func (d *demo) step2to4LatestGap(ctx context.Context) error {
 	var got []string
 	select {
 	case got = <-handed:
-	case err := <-reader.done:
-		return fmt.Errorf("the first Loader stopped before it read R4: %w", err)
+	case <-reader.done:
+		return fmt.Errorf("the first Loader stopped before it read R4: %w", reader.result)
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the first Loader to read R4: %w", ctx.Err())
 	}
@@ -456,8 +456,8 @@ func (d *demo) step5Restart(ctx context.Context) error {
 		if init.Resolved != 0 {
 			return fmt.Errorf("check failed: the restarted Loader resolved %d shards again, want 0", init.Resolved)
 		}
-	case err := <-reader.done:
-		return fmt.Errorf("the restarted Loader stopped during initialisation: %w", err)
+	case <-reader.done:
+		return fmt.Errorf("the restarted Loader stopped during initialisation: %w", reader.result)
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the restarted Loader to initialise: %w", ctx.Err())
 	}
@@ -761,13 +761,13 @@ func (d *demo) waitDelivered(ctx context.Context, l *loader, want ...string) err
 		if len(missing) == 0 {
 			return nil
 		}
-		var done <-chan error
+		var done <-chan struct{}
 		if l != nil {
 			done = l.done
 		}
 		select {
-		case err := <-done:
-			return fmt.Errorf("the Loader stopped before it delivered %v: %w", missing, err)
+		case <-done:
+			return fmt.Errorf("the Loader stopped before it delivered %v: %w", missing, l.result)
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for %v to be delivered: %w", missing, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
@@ -956,21 +956,24 @@ func (h initHook) OnInitResolved(e kinesisload.InitResolved) {
 type loader struct {
 	l      *kinesisload.Loader
 	cancel context.CancelFunc
-	done   chan error // receives Run's result, once
-	result error
-	once   sync.Once
+	done   chan struct{} // closed when Run has returned
+	result error         // what Run returned; read it once done is closed
 }
 
 func startLoader(ctx context.Context, l *kinesisload.Loader) *loader {
 	ctx, cancel := context.WithCancel(ctx)
-	r := &loader{l: l, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- l.Run(ctx) }()
+	r := &loader{l: l, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.result = l.Run(ctx)
+	}()
 	return r
 }
 
-// wait returns Run's result once Run has returned.
+// wait returns Run's result once Run has returned. It may be called any
+// number of times, also after a select on done.
 func (r *loader) wait() error {
-	r.once.Do(func() { r.result = <-r.done })
+	<-r.done
 	return r.result
 }
 
