@@ -14,7 +14,8 @@
 //
 //	-dir DIR       keep the journal in DIR (created if needed, kept at exit)
 //	-endpoint URL  use the Kinesis at URL instead, e.g. a kinesis-local
-//	               started by hand on http://127.0.0.1:4567; the AWS
+//	               started by hand, on its plain port http://127.0.0.1:4568
+//	               (see package kinesisload/kinesislocal); the AWS
 //	               configuration comes from the environment and the shared
 //	               files, with dummy credentials and region us-east-1 when
 //	               they have none
@@ -22,12 +23,20 @@
 //	               creates a 1-shard stream, splits it and deletes it: this
 //	               costs a little money)
 //	-timeout D     give up after D (default 25s; 3m with -aws, since AWS
-//	               takes a while to create and split a stream)
+//	               takes a while to create and split a stream; 1m with
+//	               -fanout)
 //	-v             show the Loader's own logs
 //	-aggregate     write every record as a KPL aggregated record, as a
 //	               Kinesis Producer Library producer does
 //	               (kinesistest.Aggregate): the Loader de-aggregates it and
 //	               the Sink sees the same records as without the flag
+//	-fanout        read with enhanced fan-out (Config.ReadMode ReadFanOut,
+//	               consumer "tidemark-quickstart") instead of GetRecords;
+//	               the steps and checks are the same. With -endpoint the
+//	               client's transport is kinesislocal.Transport, which
+//	               supplies the initial-response event kinesis-local omits
+//	               (and changes nothing on an endpoint that sends it). With
+//	               -aws the consumer is billed until the stream is deleted
 //
 // The stream it creates has a new name on every run, so a kept journal
 // directory can be given again.
@@ -42,6 +51,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/big"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -59,6 +69,7 @@ import (
 
 	"github.com/tidemark/tidemark/journal"
 	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/kinesisload/kinesislocal"
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
 	"github.com/tidemark/tidemark/scan"
 )
@@ -84,6 +95,8 @@ type options struct {
 	verbose  bool
 	// aggregate writes every record as a KPL aggregated record.
 	aggregate bool
+	// fanout reads with enhanced fan-out.
+	fanout bool
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {
@@ -93,16 +106,23 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.dir, "dir", "", "keep the journal in `DIR` (default: a temporary directory, removed at exit)")
 	fs.StringVar(&o.endpoint, "endpoint", "", "use the Kinesis endpoint at `URL` (e.g. a kinesis-local) instead of the in-memory one")
 	fs.BoolVar(&o.useAWS, "aws", false, "use real Kinesis from the standard AWS configuration (creates, splits and deletes a stream)")
-	fs.DurationVar(&o.timeout, "timeout", 25*time.Second, "give up after this long (with -aws: default 3m)")
+	fs.DurationVar(&o.timeout, "timeout", 25*time.Second, "give up after this long (with -aws: default 3m; with -fanout: 1m)")
 	fs.BoolVar(&o.verbose, "v", false, "show the Loader's own logs")
 	fs.BoolVar(&o.aggregate, "aggregate", false, "write every record as a KPL aggregated record (the Loader de-aggregates it)")
+	fs.BoolVar(&o.fanout, "fanout", false, "read with enhanced fan-out (SubscribeToShard) instead of GetRecords")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	timeoutSet := false
 	fs.Visit(func(f *flag.Flag) { timeoutSet = timeoutSet || f.Name == "timeout" })
-	if o.useAWS && !timeoutSet {
+	switch {
+	case o.useAWS && !timeoutSet:
 		o.timeout = 3 * time.Minute // AWS takes a while to create and split a stream
+	case o.fanout && !timeoutSet:
+		// A restarted Loader may wait a few seconds for a subscription
+		// of the killed one to be released (kinesis-local holds it 5 s
+		// or more), and a closed shard's subscription may idle a while.
+		o.timeout = time.Minute
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q (see -h)", fs.Arg(0))
@@ -151,6 +171,7 @@ func run(ctx context.Context, stdout io.Writer, args []string) (err error) {
 		label:  map[string]string{},
 
 		aggregate: o.aggregate,
+		fanout:    o.fanout,
 	}
 	out.printf("tidemark quickstart: the LATEST gap, and how tidemark closes it\n")
 	out.printf("  Kinesis: %s\n", where)
@@ -158,6 +179,9 @@ func run(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	out.printf("  stream:  %s\n", d.stream)
 	if o.aggregate {
 		out.printf("  records: KPL aggregated (the Loader de-aggregates them)\n")
+	}
+	if o.fanout {
+		out.printf("  reading: enhanced fan-out, consumer %s\n", fanOutConsumer)
 	}
 	defer d.cleanup()
 	if err := d.steps(ctx); err != nil {
@@ -206,9 +230,18 @@ func connect(ctx context.Context, o options) (kinesistest.API, string, error) {
 	}
 	client := kinesis.NewFromConfig(cfg, func(ko *kinesis.Options) {
 		ko.BaseEndpoint = aws.String(o.endpoint)
+		if o.fanout {
+			// kinesis-local's SubscribeToShard omits the initial-response
+			// event the SDK waits for: this transport supplies it. For
+			// local testing only (see package kinesislocal).
+			ko.HTTPClient = &http.Client{Transport: kinesislocal.Transport(nil)}
+		}
 	})
 	return client, fmt.Sprintf("%s (region %s)", o.endpoint, cfg.Region), nil
 }
+
+// fanOutConsumer is the consumer the Loaders read with under -fanout.
+const fanOutConsumer = "tidemark-quickstart"
 
 // demo holds what the steps share.
 type demo struct {
@@ -229,6 +262,7 @@ type demo struct {
 	stops []func() // stop what is still running when run returns
 
 	aggregate bool // write KPL aggregated records (-aggregate)
+	fanout    bool // read with enhanced fan-out (-fanout)
 }
 
 // written is one record the demo wrote.
@@ -268,7 +302,10 @@ func (d *demo) createStream(ctx context.Context) error {
 		// costs money until it is deleted.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := d.api.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(d.stream)}); err != nil {
+		// With -fanout the stream has the Loaders' consumer: Kinesis
+		// deletes a stream with consumers only when told to.
+		in := &kinesis.DeleteStreamInput{StreamName: aws.String(d.stream), EnforceConsumerDeletion: aws.Bool(d.fanout)}
+		if _, err := d.api.DeleteStream(ctx, in); err != nil {
 			d.out.printf("  (could not delete stream %s: %v)\n", d.stream, err)
 		}
 	})
@@ -570,6 +607,10 @@ func (d *demo) newLoader(sink kinesisload.Sink, store *kinesisload.JournalStore,
 	cfg.IdleWait = 200 * time.Millisecond    // poll an idle shard 5 times a second (default 1 s)
 	cfg.ListShardsInterval = time.Second     // notice new shards quickly (default 30 s)
 	cfg.SinkBackoff = 100 * time.Millisecond // retry a failing Sink quickly (default 1 s)
+	if d.fanout {
+		cfg.ReadMode = kinesisload.ReadFanOut // SubscribeToShard: records are pushed
+		cfg.ConsumerName = fanOutConsumer     // registered by the first Loader, reused by the second
+	}
 	return kinesisload.New(cfg,
 		kinesisload.WithClient(d.api), // default: a client from the standard AWS configuration
 		kinesisload.WithStore(store),  // default: a journal in cfg.Dir
