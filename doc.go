@@ -66,6 +66,9 @@
 //     PositionStore interfaces, the shard lineage.
 //   - [github.com/tidemark/tidemark/kinesisload/kinesistest]: an in-memory
 //     Kinesis with the real limits and fault injection, for your tests.
+//   - [github.com/tidemark/tidemark/kinesisload/kinesislocal]: a client for
+//     the kinesis-local emulator that reads in both modes, enhanced fan-out
+//     included, for local testing only.
 //   - [github.com/tidemark/tidemark/scan]: positions and the resolver.
 //   - [github.com/tidemark/tidemark/journal]: the durable write-ahead
 //     journal that holds every decision.

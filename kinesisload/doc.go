@@ -89,7 +89,10 @@
 // Kinesis's 5 minutes, and takes an event only once the previous page was
 // handed on and its bytes fit the buffer budget. Everything after the
 // page (the Sink, commits, lineage, the confirmed end) is the same.
-// Resolving LATEST still reads with GetRecords.
+// Resolving LATEST still reads with GetRecords. To try fan-out on the
+// kinesis-local emulator, whose subscriptions the stock SDK client cannot
+// read, use a client from
+// [github.com/tidemark/tidemark/kinesisload/kinesislocal.NewClient].
 //
 // [Loader.Close] is the graceful stop: batches in flight finish and commit.
 // Cancelling Run's context is the hard stop: they are cancelled and not
