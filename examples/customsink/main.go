@@ -9,8 +9,12 @@
 // in-memory Kinesis of package kinesistest, writes a few records per second
 // into it from a producer goroutine, loads it with a kinesisload.Loader into
 // a FileSink for -duration, then stops the producer, waits until every
-// record written is stored, closes the Loader gracefully and checks the files:
-// every record written is in exactly one line, in shard order.
+// record written is stored, closes the Loader gracefully and checks the
+// files: every record written is in exactly one line, in shard order, and
+// no line holds a record that was not written.
+// A put that got no answer (it failed, or a signal cancelled it) may or may
+// not have landed: the program reads the stream to find out, and a record
+// that landed is owed like any other.
 //
 // What it demonstrates:
 //   - Deliver returns nil only once the batch's file and its name are durable
@@ -197,9 +201,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // result is what one demo run did, for the tests.
 type result struct {
-	// produced are the records the producer wrote, in order; nil when
-	// the producer did not run.
+	// produced are the records of the producer's acknowledged puts, in
+	// order; nil when the producer did not run.
 	produced []produced
+	// doubts are the producer's puts that got no answer.
+	doubts []doubt
+	// landed are the records of doubts found in the stream after the
+	// producer stopped (looked for only when the run ends without a
+	// signal).
+	landed []produced
 	// runErr is what Loader.Run returned.
 	runErr error
 	// signalled is true when ctx ended (SIGINT, SIGTERM) before
@@ -269,13 +279,15 @@ func demo(ctx context.Context, o options, api kinesistest.API, out *printer) (re
 	}()
 
 	// The producer runs only on a stream this program created: it never
-	// writes into someone else's stream.
+	// writes into someone else's stream. Stopping it lets a put in flight
+	// finish, so that its answer is not lost; a signal (ctx) cancels it.
 	prod := &producer{api: api, stream: o.stream, aggregate: o.aggregate}
-	prodCtx, stopProducer := context.WithCancel(ctx)
+	stopCh := make(chan struct{})
+	stopProducer := sync.OnceFunc(func() { close(stopCh) })
 	var prodWG sync.WaitGroup
 	if created {
 		out.printf("  producer: writing a record every 50ms (the stream is new)\n")
-		prodWG.Go(func() { prod.run(prodCtx, 50*time.Millisecond) })
+		prodWG.Go(func() { prod.run(ctx, stopCh, 50*time.Millisecond) })
 	}
 	defer func() { stopProducer(); prodWG.Wait() }()
 	if o.duration > 0 {
@@ -302,10 +314,26 @@ func demo(ctx context.Context, o options, api kinesistest.API, out *printer) (re
 	}
 	stopProducer()
 	prodWG.Wait()
-	res.produced = prod.written()
+	res.produced, res.doubts = prod.written(), prod.inDoubt()
 
+	// required are the records that must be stored: those of the
+	// acknowledged puts and, of the puts that got no answer, those that
+	// landed; doubtful are the rest of the latter, which may have landed
+	// after the stream was read.
+	required, doubtful := res.produced, users(res.doubts)
+	var findErr error
 	if !stopped && !res.signalled && created {
-		if err := waitStored(ctx, fileSink, o.stream, res.produced, runDone); err != nil {
+		if len(res.doubts) > 0 {
+			out.printf("  %d put(s) got no answer: reading the stream to see which landed.\n", len(res.doubts))
+			var landed []produced
+			landed, findErr = findLanded(ctx, api, o.stream, res.doubts)
+			res.landed = landed
+			required = sortProduced(slices.Concat(res.produced, landed))
+			doubtful = slices.DeleteFunc(doubtful, func(p produced) bool {
+				return slices.ContainsFunc(landed, func(l produced) bool { return l.key() == p.key() })
+			})
+		}
+		if err := waitStored(ctx, fileSink, o.stream, required, runDone); err != nil {
 			out.printf("  %v\n", err)
 		}
 	}
@@ -328,8 +356,11 @@ func demo(ctx context.Context, o options, api kinesistest.API, out *printer) (re
 	if !errors.Is(runErr, kinesisload.ErrClosed) {
 		return res, fmt.Errorf("the Loader stopped: %w", runErr)
 	}
+	if findErr != nil {
+		return res, fmt.Errorf("cannot check: reading the stream for the puts that got no answer: %w", findErr)
+	}
 
-	if err := report(out, outDir, o.stream, res.produced, created, !res.signalled, o.endpoint != ""); err != nil {
+	if err := report(out, outDir, o.stream, required, doubtful, created, !res.signalled, o.endpoint != ""); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -359,14 +390,18 @@ func dirOrTemp(dir, pattern string) (string, func(), error) {
 	return tmp, func() { _ = os.RemoveAll(tmp) }, nil
 }
 
-// waitStored waits until the sink has stored the last record the producer
-// wrote to every shard, for at most 10 s.
+// storedTimeout bounds how long waitStored waits.
+const storedTimeout = 10 * time.Second
+
+// waitStored waits until the sink has stored the last record of written
+// (sorted by shard and sequence number) of every shard, for at most
+// storedTimeout.
 func waitStored(ctx context.Context, sink *FileSink, stream string, written []produced, runDone <-chan struct{}) error {
 	last := map[string]string{}
 	for _, p := range written {
 		last[p.shard] = p.seq
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, storedTimeout)
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -388,18 +423,19 @@ func waitStored(ctx context.Context, sink *FileSink, stream string, written []pr
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			return fmt.Errorf("not every record was stored within 10s: %w", ctx.Err())
+			return fmt.Errorf("not every record was stored within %v: %w", storedTimeout, ctx.Err())
 		case <-runDone:
 			return errors.New("the Loader stopped while waiting")
 		}
 	}
 }
 
-// report lists the files and, when checked, checks them against what the
-// producer wrote: per shard, the stored lines are the first records
-// written, each once and in order; with all true, they are all of them.
+// report lists the files and, when checked, checks them (see check)
+// against what the producer wrote: required are the records that must be
+// stored (with all) or of which none may be skipped (without), doubtful
+// the records of puts that got no answer and were not found in the stream.
 // resumable says whether a later run can read the rest.
-func report(out *printer, outDir, stream string, written []produced, checked, all, resumable bool) error {
+func report(out *printer, outDir, stream string, required, doubtful []produced, checked, all, resumable bool) error {
 	files, err := ListFiles(outDir)
 	if err != nil {
 		return err
@@ -439,51 +475,101 @@ func report(out *printer, outDir, stream string, written []produced, checked, al
 		out.printf("  (the producer did not run: nothing to check against)\n")
 		return nil
 	}
-	want := map[string][]produced{}
-	for _, p := range written {
-		want[p.shard] = append(want[p.shard], p)
-	}
-	stored := 0
-	for shard, ws := range want {
-		got := byShard[shard]
-		seen := map[string]bool{} // sequence and sub-sequence number: one user record
-		for i, l := range got {
-			k := fmt.Sprintf("%s/%d", l.Seq, l.SubSeq)
-			if seen[k] {
-				return fmt.Errorf("check failed: shard %s line %d repeats record %s: a duplicate", shard, i+1, k)
-			}
-			seen[k] = true
-		}
-		// The lines must hold the records written, in order. A put whose
-		// answer was lost when the producer stopped may have landed too:
-		// such a record can only come after every acknowledged one.
-		n := min(len(got), len(ws))
-		for i := range n {
-			if l := got[i]; l.Seq != ws[i].seq || l.SubSeq != ws[i].sub || string(l.Data) != ws[i].data {
-				return fmt.Errorf("check failed: shard %s line %d is %s/%d %q, want record %s/%d %q", shard, i+1, l.Seq, l.SubSeq, l.Data, ws[i].seq, ws[i].sub, ws[i].data)
-			}
-		}
-		if all && len(got) < len(ws) {
-			return fmt.Errorf("check failed: shard %s has %d lines for %d records written: records missing", shard, len(got), len(ws))
-		}
-		stored += n
-	}
-	for shard := range byShard {
-		if _, ok := want[shard]; !ok {
-			return fmt.Errorf("check failed: shard %s has lines but the producer wrote nothing to it", shard)
-		}
+	stored, extra, err := check(byShard, required, doubtful, all)
+	if err != nil {
+		return fmt.Errorf("check failed: %w", err)
 	}
 	if all {
-		out.printf("Check: all %d records written are stored, each in exactly one line, in shard order.\n", len(written))
+		out.printf("Check: all %d records written are stored, each in exactly one line, in shard order.\n", len(required))
 	} else {
-		out.printf("Check: %d of %d records written are stored, each in exactly one line, in shard order, none skipped;\n", stored, len(written))
+		out.printf("Check: %d of %d records written are stored, each in exactly one line, in shard order, none skipped;\n", stored, len(required))
 		if resumable {
 			out.printf("       the rest were not read before the stop (a later run with the same -dir, -out and -stream reads them).\n")
 		} else {
 			out.printf("       the rest were not read before the stop (and the in-memory stream ends with this run).\n")
 		}
 	}
+	if len(doubtful) > 0 {
+		out.printf("       %d record(s) of puts that got no answer were not found in the stream; %d of them are stored (they landed late).\n", len(doubtful), extra)
+	}
 	return nil
+}
+
+// check checks the lines of each shard against what the producer wrote,
+// as the Loader's guarantee promises:
+//
+//   - order: each shard's lines are in sequence order, and no record is in
+//     two lines;
+//   - nothing invented: every line is a record of required (same shard,
+//     sequence number, sub-sequence number and data) or of doubtful (same
+//     data and sub-sequence number, each at most once);
+//   - no loss: with all, every record of required is stored; without, the
+//     stored records of required are the first of their shard (the rest
+//     were not read before the stop), none skipped.
+//
+// required holds the records of the acknowledged puts and those of the
+// puts that got no answer but were found in the stream: they landed, so
+// they are owed too. doubtful holds the records of the puts that got no
+// answer and were not found: they may have landed after the stream was
+// read, so they may be stored, and need not be. check returns how many
+// records of required and of doubtful are stored.
+func check(byShard map[string][]Line, required, doubtful []produced, all bool) (stored, extra int, err error) {
+	want := map[string]map[string]produced{} // shard -> seq/sub -> record
+	for _, p := range required {
+		if want[p.shard] == nil {
+			want[p.shard] = map[string]produced{}
+		}
+		want[p.shard][fmt.Sprintf("%s/%d", p.seq, p.sub)] = p
+	}
+	maybe := map[string]bool{} // key -> not yet seen
+	for _, p := range doubtful {
+		maybe[p.key()] = true
+	}
+	have := map[string]Line{} // shard/seq/sub -> the line that holds it
+	for _, shard := range slices.Sorted(maps.Keys(byShard)) {
+		lines := byShard[shard]
+		for i, l := range lines {
+			k := fmt.Sprintf("%s/%d", l.Seq, l.SubSeq)
+			if i > 0 {
+				prev := lines[i-1]
+				switch c := cmp.Or(scan.CompareSequence(prev.Seq, l.Seq), cmp.Compare(prev.SubSeq, l.SubSeq)); {
+				case c == 0:
+					return 0, 0, fmt.Errorf("shard %s line %d repeats record %s: a duplicate", shard, i+1, k)
+				case c > 0:
+					return 0, 0, fmt.Errorf("shard %s line %d is record %s, after %s/%d: out of order", shard, i+1, k, prev.Seq, prev.SubSeq)
+				}
+			}
+			if w, ok := want[shard][k]; ok {
+				if string(l.Data) != w.data {
+					return 0, 0, fmt.Errorf("shard %s line %d is record %s with data %q, want %q", shard, i+1, k, l.Data, w.data)
+				}
+				have[shard+"/"+k] = l
+				stored++
+				continue
+			}
+			if mk := (produced{data: string(l.Data), sub: l.SubSeq}).key(); maybe[mk] {
+				maybe[mk] = false // at most once
+				extra++
+				continue
+			}
+			return 0, 0, fmt.Errorf("shard %s line %d is record %s %q, which the producer never put", shard, i+1, k, l.Data)
+		}
+	}
+	for _, p := range required {
+		if _, ok := have[fmt.Sprintf("%s/%s/%d", p.shard, p.seq, p.sub)]; ok {
+			continue
+		}
+		if all {
+			return 0, 0, fmt.Errorf("shard %s: record %s/%d %q was written but is not stored: lost", p.shard, p.seq, p.sub, p.data)
+		}
+		if lines := byShard[p.shard]; len(lines) > 0 {
+			last := lines[len(lines)-1]
+			if cmp.Or(scan.CompareSequence(last.Seq, p.seq), cmp.Compare(last.SubSeq, p.sub)) > 0 {
+				return 0, 0, fmt.Errorf("shard %s: record %s/%d %q is not stored, but the later record %s/%d is: skipped", p.shard, p.seq, p.sub, p.data, last.Seq, last.SubSeq)
+			}
+		}
+	}
+	return stored, extra, nil
 }
 
 // flakySink fails the first attempt of every Nth batch after next stored it,
@@ -568,10 +654,22 @@ func (p *printer) Write(b []byte) (int, error) {
 }
 
 // produced is one record the producer wrote; sub is its index in its
-// aggregate.
+// aggregate. shard and seq are empty for a record whose put got no answer
+// and was not found in the stream.
 type produced struct {
 	shard, seq, data string
 	sub              int64
+}
+
+// key identifies a user record by its data and its index in its aggregate:
+// unique, since every record's data holds its number.
+func (p produced) key() string { return fmt.Sprintf("%d/%s", p.sub, p.data) }
+
+// doubt is a put that got no answer (an error, a timeout, a cancellation):
+// its record may or may not have landed.
+type doubt struct {
+	data  []byte     // the Kinesis record's data, as put
+	users []produced // the user records it holds; shard and seq unknown
 }
 
 // producer writes numbered records into the stream.
@@ -580,68 +678,192 @@ type producer struct {
 	stream    string
 	aggregate int // user records per KPL aggregated record; 0: plain records
 
-	mu  sync.Mutex
-	out []produced
+	mu     sync.Mutex
+	out    []produced // the records of acknowledged puts
+	doubts []doubt    // the puts that got no answer
 }
 
-func (p *producer) run(ctx context.Context, every time.Duration) {
+// putTimeout bounds one put. Generous: a put that runs out of it is in
+// doubt, which the check allows but cannot require.
+const putTimeout = 30 * time.Second
+
+// noRetries turns off the SDK's own retries for a put: a retry after a
+// lost answer can land the record twice, and only the second copy's
+// sequence number would be known. The producer does not retry: a put
+// without an answer is recorded as a doubt and the next record is put.
+func noRetries(o *kinesis.Options) { o.RetryMaxAttempts = 1 }
+
+// run puts record after record, every interval, until stop is closed or
+// ctx ends. A put in flight when stop is closed finishes and is counted;
+// one in flight when ctx ends is cancelled and becomes a doubt.
+func (p *producer) run(ctx context.Context, stop <-chan struct{}, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for n := 1; ; n++ {
-		if p.aggregate > 0 {
-			p.putAggregate(ctx, n)
-		} else {
-			data := fmt.Sprintf("order-%06d", n)
-			res, err := p.api.PutRecord(ctx, &kinesis.PutRecordInput{
-				StreamName:   aws.String(p.stream),
-				PartitionKey: aws.String(fmt.Sprintf("key-%d", n%8)),
-				Data:         []byte(data),
-			})
-			if err == nil {
-				p.mu.Lock()
-				p.out = append(p.out, produced{shard: aws.ToString(res.ShardId), seq: aws.ToString(res.SequenceNumber), data: data})
-				p.mu.Unlock()
-			}
-		}
+		p.put(ctx, n)
 		select {
 		case <-tick.C:
+		case <-stop:
+			return
 		case <-ctx.Done():
 			return
 		}
 	}
 }
 
-// putAggregate writes aggregate number n: one Kinesis record holding
-// p.aggregate user records, as a KPL producer would write them.
-func (p *producer) putAggregate(ctx context.Context, n int) {
-	users := make([]kinesistest.UserRecord, p.aggregate)
-	for i := range users {
-		users[i] = kinesistest.UserRecord{PartitionKey: fmt.Sprintf("key-%d", n%8), Data: []byte(fmt.Sprintf("order-%06d.%d", n, i))}
+// put writes record number n: one plain record, or, with p.aggregate, one
+// Kinesis record holding p.aggregate user records, as a KPL producer would
+// write them. It reports whether Kinesis acknowledged it.
+func (p *producer) put(ctx context.Context, n int) bool {
+	in := &kinesis.PutRecordInput{StreamName: aws.String(p.stream), PartitionKey: aws.String(fmt.Sprintf("key-%d", n%8))}
+	var users []produced
+	if p.aggregate > 0 {
+		recs := make([]kinesistest.UserRecord, p.aggregate)
+		for i := range recs {
+			recs[i] = kinesistest.UserRecord{PartitionKey: fmt.Sprintf("key-%d", n%8), Data: []byte(fmt.Sprintf("order-%06d.%d", n, i))}
+			users = append(users, produced{sub: int64(i), data: string(recs[i].Data)})
+		}
+		e, err := kinesistest.Aggregate(recs)
+		if err != nil {
+			return false // nothing was put
+		}
+		in.PartitionKey, in.Data = e.PartitionKey, e.Data
+	} else {
+		data := fmt.Sprintf("order-%06d", n)
+		users = []produced{{data: data}}
+		in.Data = []byte(data)
 	}
-	e, err := kinesistest.Aggregate(users)
-	if err != nil {
-		return
-	}
-	res, err := p.api.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(p.stream), PartitionKey: e.PartitionKey, Data: e.Data})
-	if err != nil {
-		return
-	}
+	ctx, cancel := context.WithTimeout(ctx, putTimeout)
+	res, err := p.api.PutRecord(ctx, in, noRetries)
+	cancel()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i, u := range users {
-		p.out = append(p.out, produced{shard: aws.ToString(res.ShardId), seq: aws.ToString(res.SequenceNumber), sub: int64(i), data: string(u.Data)})
+	if err != nil {
+		p.doubts = append(p.doubts, doubt{data: in.Data, users: users})
+		return false
 	}
+	for _, u := range users {
+		u.shard, u.seq = aws.ToString(res.ShardId), aws.ToString(res.SequenceNumber)
+		p.out = append(p.out, u)
+	}
+	return true
 }
 
-// written returns the records written so far, sorted by shard and sequence.
+// written returns the records of the acknowledged puts, sorted by shard
+// and sequence number.
 func (p *producer) written() []produced {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := slices.Clone(p.out)
-	slices.SortStableFunc(out, func(a, b produced) int {
-		return cmp.Or(strings.Compare(a.shard, b.shard), scan.CompareSequence(a.seq, b.seq))
-	})
+	return sortProduced(slices.Clone(p.out))
+}
+
+// inDoubt returns the puts that got no answer.
+func (p *producer) inDoubt() []doubt {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.doubts)
+}
+
+// users returns the user records of doubts.
+func users(doubts []doubt) []produced {
+	var out []produced
+	for _, d := range doubts {
+		out = append(out, d.users...)
+	}
 	return out
+}
+
+// sortProduced sorts records by shard, sequence number and sub-sequence
+// number, in place, and returns them.
+func sortProduced(ps []produced) []produced {
+	slices.SortStableFunc(ps, func(a, b produced) int {
+		return cmp.Or(strings.Compare(a.shard, b.shard), scan.CompareSequence(a.seq, b.seq), cmp.Compare(a.sub, b.sub))
+	})
+	return ps
+}
+
+// findLanded reads the whole stream and returns the user records of the
+// puts in doubts that landed, with their shards and sequence numbers.
+// Call it once the producer has stopped.
+func findLanded(ctx context.Context, api kinesistest.API, stream string, doubts []doubt) ([]produced, error) {
+	pending := map[string]doubt{}
+	for _, d := range doubts {
+		pending[string(d.data)] = d
+	}
+	var landed []produced
+	var token *string
+	for {
+		in := &kinesis.ListShardsInput{NextToken: token}
+		if token == nil {
+			in.StreamName = aws.String(stream) // later pages name only the token
+		}
+		shards, err := api.ListShards(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		for _, sh := range shards.Shards {
+			err := readShard(ctx, api, stream, aws.ToString(sh.ShardId), func(r types.Record) {
+				d, ok := pending[string(r.Data)]
+				if !ok {
+					return
+				}
+				delete(pending, string(r.Data))
+				for _, u := range d.users {
+					u.shard, u.seq = aws.ToString(sh.ShardId), aws.ToString(r.SequenceNumber)
+					landed = append(landed, u)
+				}
+			})
+			if err != nil {
+				return nil, fmt.Errorf("reading %s: %w", aws.ToString(sh.ShardId), err)
+			}
+		}
+		if token = shards.NextToken; token == nil {
+			return sortProduced(landed), nil
+		}
+	}
+}
+
+// readShard calls fn with every record of the shard, from its trim horizon
+// to its tip, waiting when the shard's read limit is reached.
+func readShard(ctx context.Context, api kinesistest.API, stream, shard string, fn func(types.Record)) error {
+	it, err := api.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: aws.String(stream), ShardId: aws.String(shard), ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+	if err != nil {
+		return err
+	}
+	for iter := it.ShardIterator; iter != nil; {
+		page, err := api.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter})
+		var throttled *types.ProvisionedThroughputExceededException
+		switch {
+		case errors.As(err, &throttled):
+			// 5 calls/s per shard, shared with the Loader.
+			if err := sleep(ctx, 200*time.Millisecond); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
+			return err
+		}
+		for _, r := range page.Records {
+			fn(r)
+		}
+		if len(page.Records) == 0 && aws.ToInt64(page.MillisBehindLatest) == 0 {
+			return nil // the tip of an open shard
+		}
+		iter = page.NextShardIterator
+	}
+	return nil // the end of a closed shard
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ensureStream creates the stream with 2 shards if it does not exist, and

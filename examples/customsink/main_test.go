@@ -762,6 +762,118 @@ func TestRunAgainstKinesisLocal(t *testing.T) {
 	}
 }
 
+// TestCheck checks the checker on the cases the guarantee names: what it
+// must accept (a put without an answer that landed, even on a shard with
+// no acknowledged record, or that did not) and what it must refuse (a lost
+// or skipped record, a record never put, a duplicate, a record out of
+// order).
+func TestCheck(t *testing.T) {
+	const s0, s1 = "shardId-000000000000", "shardId-000000000001"
+	ack := func(shard string, seq int, data string) produced {
+		return produced{shard: shard, seq: fmt.Sprintf("4960%04d", seq), data: data}
+	}
+	doubtful := func(data string) produced { return produced{data: data} }
+	ln := func(seq int, data string) Line { return Line{Seq: fmt.Sprintf("4960%04d", seq), Data: []byte(data)} }
+	required := []produced{ack(s0, 1, "a"), ack(s0, 3, "b"), ack(s1, 2, "c")}
+	for _, tc := range []struct {
+		name      string
+		lines     map[string][]Line
+		required  []produced
+		doubtful  []produced
+		all       bool
+		wantErr   string // "" for none
+		wantExtra int
+	}{
+		{name: "all stored", all: true,
+			lines: map[string][]Line{s0: {ln(1, "a"), ln(3, "b")}, s1: {ln(2, "c")}}},
+		{name: "an acknowledged record lost", all: true,
+			lines:   map[string][]Line{s0: {ln(1, "a")}, s1: {ln(2, "c")}},
+			wantErr: `record 49600003/0 "b" was written but is not stored: lost`},
+		{name: "a shard with nothing stored", all: true,
+			lines:   map[string][]Line{s0: {ln(1, "a"), ln(3, "b")}},
+			wantErr: `shard shardId-000000000001: record 49600002/0 "c" was written but is not stored: lost`},
+		{name: "not all: the first records stored",
+			lines: map[string][]Line{s0: {ln(1, "a")}}},
+		{name: "not all: a record skipped",
+			lines:   map[string][]Line{s0: {ln(3, "b")}},
+			wantErr: `record 49600001/0 "a" is not stored, but the later record 49600003/0 is: skipped`},
+		{name: "a put without an answer that landed on a shard with no acknowledged record", all: true,
+			required: []produced{ack(s0, 1, "a")}, doubtful: []produced{doubtful("d")},
+			lines:     map[string][]Line{s0: {ln(1, "a")}, s1: {ln(7, "d")}},
+			wantExtra: 1},
+		{name: "a put without an answer that landed after the acknowledged ones", all: true,
+			doubtful:  []produced{doubtful("d")},
+			lines:     map[string][]Line{s0: {ln(1, "a"), ln(3, "b"), ln(4, "d")}, s1: {ln(2, "c")}},
+			wantExtra: 1},
+		{name: "a put without an answer that did not land", all: true,
+			doubtful: []produced{doubtful("d")},
+			lines:    map[string][]Line{s0: {ln(1, "a"), ln(3, "b")}, s1: {ln(2, "c")}}},
+		{name: "a put without an answer found in the stream but not stored", all: true,
+			required: append(slices.Clone(required), ack(s1, 5, "d")),
+			lines:    map[string][]Line{s0: {ln(1, "a"), ln(3, "b")}, s1: {ln(2, "c")}},
+			wantErr:  `record 49600005/0 "d" was written but is not stored: lost`},
+		{name: "a record never put", all: true,
+			lines:   map[string][]Line{s0: {ln(1, "a"), ln(3, "b")}, s1: {ln(2, "c"), ln(4, "x")}},
+			wantErr: `shard shardId-000000000001 line 2 is record 49600004/0 "x", which the producer never put`},
+		{name: "a put without an answer stored twice", all: true,
+			doubtful: []produced{doubtful("d")},
+			lines:    map[string][]Line{s0: {ln(1, "a"), ln(3, "b"), ln(4, "d"), ln(5, "d")}, s1: {ln(2, "c")}},
+			wantErr:  `line 4 is record 49600005/0 "d", which the producer never put`},
+		{name: "a duplicate line", all: true,
+			lines:   map[string][]Line{s0: {ln(1, "a"), ln(1, "a"), ln(3, "b")}, s1: {ln(2, "c")}},
+			wantErr: "shard shardId-000000000000 line 2 repeats record 49600001/0: a duplicate"},
+		{name: "out of order", all: true,
+			lines:   map[string][]Line{s0: {ln(3, "b"), ln(1, "a")}, s1: {ln(2, "c")}},
+			wantErr: "line 2 is record 49600001/0, after 49600003/0: out of order"},
+		{name: "the wrong data", all: true,
+			lines:   map[string][]Line{s0: {ln(1, "a"), ln(3, "z")}, s1: {ln(2, "c")}},
+			wantErr: `line 2 is record 49600003/0 with data "z", want "b"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.required
+			if req == nil {
+				req = required
+			}
+			_, extra, err := check(tc.lines, req, tc.doubtful, tc.all)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("check: %v, want no error", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("check: %v, want an error containing %q", err, tc.wantErr)
+			case err == nil && extra != tc.wantExtra:
+				t.Errorf("check counted %d stored records of puts without an answer, want %d", extra, tc.wantExtra)
+			}
+		})
+	}
+}
+
+// TestReportCatchesALostRecord runs the demo, then takes one stored file
+// away, as a Sink that lost a batch would: the demo's own check, run
+// again on what is left, must fail and name the record.
+func TestReportCatchesALostRecord(t *testing.T) {
+	t.Parallel()
+	fake := kinesistest.New()
+	out := t.TempDir()
+	var buf bytes.Buffer
+	o := options{out: out, dir: t.TempDir(), stream: "lost", start: scan.TrimHorizon(), duration: time.Second, closeTimeout: 10 * time.Second}
+	res, err := demo(context.Background(), o, fake, &printer{w: &buf})
+	if err != nil {
+		t.Fatalf("demo: %v\noutput:\n%s", err, buf.String())
+	}
+	if err := report(&printer{w: io.Discard}, out, o.stream, res.produced, nil, true, true, false); err != nil {
+		t.Fatalf("the check fails before anything was taken away: %v", err)
+	}
+	files := listFiles(t, out)
+	victim := files[len(files)/2]
+	if err := os.Remove(victim.Path); err != nil {
+		t.Fatal(err)
+	}
+	err = report(&printer{w: io.Discard}, out, o.stream, res.produced, nil, true, true, false)
+	if err == nil || !strings.Contains(err.Error(), "lost") || !strings.Contains(err.Error(), victim.First) {
+		t.Errorf("after removing %s: the check returned %v, want the loss of record %s", victim.Path, err, victim.First)
+	}
+}
+
 func listFiles(t *testing.T, dir string) []File {
 	t.Helper()
 	fs, err := ListFiles(dir)
