@@ -8,10 +8,10 @@
 // It needs no AWS account: by default it creates a 2-shard stream in the
 // in-memory Kinesis of package kinesistest, writes a few records per second
 // into it from a producer goroutine, loads it with a kinesisload.Loader into
-// a FileSink for -duration, then stops the producer, waits until every
-// record written is stored, closes the Loader gracefully and checks the
-// files: every record written is in exactly one line, in shard order, and
-// no line holds a record that was not written.
+// a FileSink for -duration (or until -records are written), then stops the
+// producer, waits until every record written is stored, closes the Loader
+// gracefully and checks the files: every record written is in exactly one
+// line, in shard order, and no line holds a record that was not written.
 // A put that got no answer (it failed, or a signal cancelled it) may or may
 // not have landed: the program reads the stream to find out, and a record
 // that landed is owed like any other.
@@ -47,8 +47,9 @@
 //	                 directory, removed at exit); with -endpoint, run again
 //	                 with the same -dir, -out and -stream to resume where it
 //	                 stopped (inspect it with examples/inspect)
-//	-endpoint URL    use the Kinesis at URL, e.g. a kinesis-local on
-//	                 http://127.0.0.1:4567, instead of the in-memory one
+//	-endpoint URL    use the Kinesis at URL, e.g. a kinesis-local on its
+//	                 plain port http://127.0.0.1:4568 (4567 is its TLS
+//	                 port), instead of the in-memory one
 //	                 (credentials from the environment, or dummy ones; region
 //	                 from the environment, or us-east-1)
 //	-stream NAME     the stream to load (default: a new name each run in
@@ -61,7 +62,11 @@
 //	-start POS       where shards with no stored progress start: LATEST,
 //	                 TRIM_HORIZON, ... (default TRIM_HORIZON)
 //	-duration D      stop by itself after D (default 3s; 0 runs until
-//	                 SIGINT or SIGTERM)
+//	                 SIGINT or SIGTERM, or -records)
+//	-records N       stop by itself once the producer has written N records
+//	                 (acknowledged puts; with -aggregate, N aggregated
+//	                 records), or after -duration if that comes first
+//	                 (default 0: no limit)
 //	-fail-every N    fail the first attempt of every Nth batch (default 4;
 //	                 0 never)
 //	-close-timeout D how long Close waits for in-flight batches (default 10s)
@@ -124,6 +129,7 @@ type options struct {
 	closeTimeout time.Duration
 	verbose      bool
 	aggregate    int // user records per KPL aggregated record; 0: plain
+	records      int // stop once the producer wrote this many records; 0: no limit
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -137,6 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.stream, "stream", "", "the stream to load (default: a new name in memory, tidemark-customsink with -endpoint)")
 	fs.StringVar(&start, "start", "TRIM_HORIZON", "where shards with no stored progress start (`POS`: LATEST, TRIM_HORIZON, ...)")
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "stop by itself after this long (0: run until SIGINT/SIGTERM)")
+	fs.IntVar(&o.records, "records", 0, "stop by itself once the producer has written `N` records (0: no limit)")
 	fs.IntVar(&o.failEvery, "fail-every", 4, "fail the first attempt of every `N`th batch (0: never)")
 	fs.DurationVar(&o.closeTimeout, "close-timeout", 10*time.Second, "how long Close waits for in-flight batches")
 	fs.BoolVar(&o.verbose, "v", false, "show the Loader's own logs")
@@ -154,6 +161,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-fail-every %d: must not be negative", o.failEvery)
 	case o.aggregate < 0:
 		return o, fmt.Errorf("-aggregate %d: must not be negative", o.aggregate)
+	case o.records < 0:
+		return o, fmt.Errorf("-records %d: must not be negative", o.records)
 	case o.closeTimeout <= 0:
 		return o, fmt.Errorf("-close-timeout %v: must be positive", o.closeTimeout)
 	}
@@ -213,12 +222,12 @@ type result struct {
 	// runErr is what Loader.Run returned.
 	runErr error
 	// signalled is true when ctx ended (SIGINT, SIGTERM) before
-	// -duration elapsed.
+	// -duration elapsed or -records were written.
 	signalled bool
 }
 
-// demo loads the stream into a FileSink until -duration elapses or ctx ends,
-// then stops gracefully and checks the files.
+// demo loads the stream into a FileSink until -duration elapses, -records
+// were written or ctx ends, then stops gracefully and checks the files.
 func demo(ctx context.Context, o options, api kinesistest.API, out *printer) (res result, err error) {
 	outDir, cleanOut, err := dirOrTemp(o.out, "tidemark-customsink-out-")
 	if err != nil {
@@ -281,7 +290,7 @@ func demo(ctx context.Context, o options, api kinesistest.API, out *printer) (re
 	// The producer runs only on a stream this program created: it never
 	// writes into someone else's stream. Stopping it lets a put in flight
 	// finish, so that its answer is not lost; a signal (ctx) cancels it.
-	prod := &producer{api: api, stream: o.stream, aggregate: o.aggregate}
+	prod := &producer{api: api, stream: o.stream, aggregate: o.aggregate, limit: o.records, reached: make(chan struct{})}
 	stopCh := make(chan struct{})
 	stopProducer := sync.OnceFunc(func() { close(stopCh) })
 	var prodWG sync.WaitGroup
@@ -290,11 +299,14 @@ func demo(ctx context.Context, o options, api kinesistest.API, out *printer) (re
 		prodWG.Go(func() { prod.run(ctx, stopCh, 50*time.Millisecond) })
 	}
 	defer func() { stopProducer(); prodWG.Wait() }()
+	var until []string
 	if o.duration > 0 {
-		out.printf("\nLoading (stops after %v, or on Ctrl-C / SIGTERM):\n", o.duration)
-	} else {
-		out.printf("\nLoading (stops on Ctrl-C / SIGTERM):\n")
+		until = append(until, fmt.Sprintf("after %v", o.duration))
 	}
+	if o.records > 0 && created {
+		until = append(until, fmt.Sprintf("once %d records are written", o.records))
+	}
+	out.printf("\nLoading (stops %s):\n", strings.Join(append(until, "on Ctrl-C / SIGTERM"), ", or "))
 
 	var timer <-chan time.Time
 	if o.duration > 0 {
@@ -309,6 +321,8 @@ func demo(ctx context.Context, o options, api kinesistest.API, out *printer) (re
 		out.printf("\nSignal received: stopping gracefully.\n")
 	case <-timer:
 		out.printf("\n-duration %v elapsed: stopping the producer and waiting until every record is stored.\n", o.duration)
+	case <-prod.reached:
+		out.printf("\n-records %d written: waiting until every record is stored.\n", o.records)
 	case <-runDone:
 		stopped = true // the Loader stopped by itself: a fatal error
 	}
@@ -390,8 +404,10 @@ func dirOrTemp(dir, pattern string) (string, func(), error) {
 	return tmp, func() { _ = os.RemoveAll(tmp) }, nil
 }
 
-// storedTimeout bounds how long waitStored waits.
-const storedTimeout = 10 * time.Second
+// storedTimeout bounds how long waitStored waits: generous, so that a slow
+// (loaded) machine is not taken for a lost record; a healthy run waits
+// well under a second. It ends a run that is broken, nothing more.
+const storedTimeout = time.Minute
 
 // waitStored waits until the sink has stored the last record of written
 // (sorted by shard and sequence number) of every shard, for at most
@@ -677,6 +693,10 @@ type producer struct {
 	api       kinesistest.API
 	stream    string
 	aggregate int // user records per KPL aggregated record; 0: plain records
+	// limit stops the producer once this many puts were acknowledged
+	// (0: no limit); reached is closed then.
+	limit   int
+	reached chan struct{}
 
 	mu     sync.Mutex
 	out    []produced // the records of acknowledged puts
@@ -693,14 +713,22 @@ const putTimeout = 30 * time.Second
 // without an answer is recorded as a doubt and the next record is put.
 func noRetries(o *kinesis.Options) { o.RetryMaxAttempts = 1 }
 
-// run puts record after record, every interval, until stop is closed or
-// ctx ends. A put in flight when stop is closed finishes and is counted;
-// one in flight when ctx ends is cancelled and becomes a doubt.
+// run puts record after record, every interval, until stop is closed, ctx
+// ends or limit puts were acknowledged. A put in flight when stop is
+// closed finishes and is counted; one in flight when ctx ends is
+// cancelled and becomes a doubt.
 func (p *producer) run(ctx context.Context, stop <-chan struct{}, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	acked := 0
 	for n := 1; ; n++ {
-		p.put(ctx, n)
+		if p.put(ctx, n) {
+			acked++
+			if acked == p.limit {
+				close(p.reached)
+				return
+			}
+		}
 		select {
 		case <-tick.C:
 		case <-stop:

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -428,7 +430,7 @@ func TestEndToEndWithInjectedFailures(t *testing.T) {
 	out := t.TempDir()
 	var buf bytes.Buffer
 	o := options{out: out, dir: t.TempDir(), stream: "e2e", start: scan.TrimHorizon(),
-		duration: time.Second, failEvery: 2, closeTimeout: 10 * time.Second}
+		records: 16, failEvery: 2, closeTimeout: 10 * time.Second}
 	res, err := demo(context.Background(), o, fake, &printer{w: &buf})
 	if err != nil {
 		t.Fatalf("demo: %v\noutput:\n%s", err, buf.String())
@@ -659,7 +661,7 @@ func TestAggregatedProducer(t *testing.T) {
 	out := t.TempDir()
 	var buf bytes.Buffer
 	o := options{out: out, dir: t.TempDir(), stream: "kpl", start: scan.TrimHorizon(),
-		duration: time.Second, failEvery: 2, closeTimeout: 10 * time.Second, aggregate: 3}
+		records: 8, failEvery: 2, closeTimeout: 10 * time.Second, aggregate: 3}
 	res, err := demo(context.Background(), o, fake, &printer{w: &buf})
 	if err != nil {
 		t.Fatalf("demo: %v\noutput:\n%s", err, buf.String())
@@ -696,6 +698,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-duration", "-1s"}, "-duration -1s"},
 		{[]string{"-fail-every", "-2"}, "-fail-every -2"},
 		{[]string{"-aggregate", "-1"}, "-aggregate -1"},
+		{[]string{"-records", "-3"}, "-records -3"},
 		{[]string{"-start", "SHARD_END"}, "-start SHARD_END"},
 		{[]string{"-start", "SOMEWHERE"}, "-start"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
@@ -735,7 +738,10 @@ func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // TestRunAgainstKinesisLocal runs the program with -endpoint against a
 // real emulator, as a user with a kinesis-local started by hand would: it
-// creates the stream, produces, loads and checks.
+// creates the stream, produces, loads and checks. It stops on a count of
+// records, not after a time (a loaded machine may take seconds for the
+// first put), and checks the files against the stream itself too: every
+// record in it, each once, in order, and nothing else.
 func TestRunAgainstKinesisLocal(t *testing.T) {
 	e := emulator.Start(t, emulator.KinesisLocal)
 	// No credentials anywhere: the program's dummy ones are under test.
@@ -746,20 +752,41 @@ func TestRunAgainstKinesisLocal(t *testing.T) {
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_REGION", "")
 	out := t.TempDir()
+	const records = 16
 	var stdout, stderr syncBuffer
-	if c := run(context.Background(), []string{"-endpoint", e.Endpoint, "-out", out, "-duration", "500ms", "-fail-every", "2"}, &stdout, &stderr); c != 0 {
+	args := []string{"-endpoint", e.Endpoint, "-out", out, "-records", fmt.Sprint(records), "-duration", "0", "-fail-every", "2"}
+	if c := run(context.Background(), args, &stdout, &stderr); c != 0 {
 		t.Fatalf("run returned %d, want 0\nstdout:\n%s\nstderr:\n%s", c, stdout.String(), stderr.String())
 	}
 	for _, want := range []string{
 		"Kinesis: " + e.Endpoint + " (region us-east-1)",
 		"stream:  tidemark-customsink",
+		fmt.Sprintf("-records %d written", records),
 		"injected failure",
-		"Check: all ",
 	} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout.String())
 		}
 	}
+	m := regexp.MustCompile(`Check: all (\d+) records written are stored`).FindStringSubmatch(stdout.String())
+	if n, _ := strconv.Atoi(firstGroup(m)); n < records {
+		t.Errorf("the program's check covered %q records, want at least %d:\n%s", firstGroup(m), records, stdout.String())
+	}
+	want := readShards(t, e.Client, "tidemark-customsink")
+	if len(want) != 2 || len(want["shardId-000000000000"]) == 0 || len(want["shardId-000000000001"]) == 0 {
+		t.Errorf("the stream holds %v, want records in both shards", want)
+	}
+	if diff := cmp.Diff(want, fileRecords(t, out)); diff != "" {
+		t.Errorf("records in the files (-want Kinesis +got files):\n%s", diff)
+	}
+}
+
+// firstGroup returns the first group of a regexp match, or "" when there is none.
+func firstGroup(m []string) string {
+	if len(m) < 2 {
+		return ""
+	}
+	return m[1]
 }
 
 // TestCheck checks the checker on the cases the guarantee names: what it
@@ -855,7 +882,7 @@ func TestReportCatchesALostRecord(t *testing.T) {
 	fake := kinesistest.New()
 	out := t.TempDir()
 	var buf bytes.Buffer
-	o := options{out: out, dir: t.TempDir(), stream: "lost", start: scan.TrimHorizon(), duration: time.Second, closeTimeout: 10 * time.Second}
+	o := options{out: out, dir: t.TempDir(), stream: "lost", start: scan.TrimHorizon(), records: 8, closeTimeout: 10 * time.Second}
 	res, err := demo(context.Background(), o, fake, &printer{w: &buf})
 	if err != nil {
 		t.Fatalf("demo: %v\noutput:\n%s", err, buf.String())
