@@ -190,7 +190,15 @@ func (s *session) deliverRetrying(ctx context.Context, b Batch, ls Lease) (attem
 				return attempts, err
 			}
 		}
-		err = deliverSafely(ctx, l.cfg.Sink, b)
+		dctx, cancel := ctx, context.CancelFunc(func() {})
+		if ls == nil {
+			// A start batch, during initialisation: in a fleet, under
+			// the initialisation lock, which a call that never returns
+			// would hold. A timeout is retried as any refusal.
+			dctx, cancel = context.WithTimeout(ctx, l.cfg.CallTimeout)
+		}
+		err = deliverSafely(dctx, l.cfg.Sink, b)
+		cancel()
 		l.deliveries.release(slot)
 		if err == nil {
 			return attempts, nil

@@ -19,9 +19,10 @@ import (
 //
 // The default, [NewStoreCoordinator], is the single process of before the
 // seam existed: its PositionStore is the truth, it grants every shard the
-// Loader finds ready, and it never takes a lease back. A fleet coordinator
-// (the in-memory one of package coordtest, the DynamoDB one of
-// kinesisload/dynamo) shares the stream between hosts.
+// Loader finds ready, and it never takes a lease back. The fleet protocol
+// (package kinesisload/fleet, on a table: in memory for tests through
+// package coordtest, DynamoDB in module kinesisload/dynamo) shares the
+// stream between hosts.
 
 // Coordinator decides, for the Loaders of one application, which host
 // reads which shard of a stream. Give one to a Loader with
@@ -141,6 +142,26 @@ type Membership interface {
 	Leave(ctx context.Context) error
 }
 
+// InitProgresser is an optional capability of the store that
+// [Membership.Initialise] gives an [InitFunc]: the Loader calls
+// InitProgress whenever its initialisation makes progress (a shard
+// resolved, a call retried, a start batch stored), so that a fleet
+// coordinator can tell a holder of the initialisation lock that works from
+// one that is stuck (the fleet core takes the lock from a holder whose
+// progress stands still for its InitStallTimeout). It must be fast and
+// safe for concurrent use.
+type InitProgresser interface {
+	InitProgress()
+}
+
+// initProgress tells the store of an initialisation that it made
+// progress, when it listens.
+func initProgress(store PositionStore) {
+	if p, ok := store.(InitProgresser); ok {
+		p.InitProgress()
+	}
+}
+
 // StartEpocher is an optional capability of a [Membership] of a fleet
 // whose epochs grow across a fleet-wide start-over (see
 // [Membership.Store]): the Loader then delivers a [TransactionalSink]'s
@@ -150,7 +171,7 @@ type Membership interface {
 type StartEpocher interface {
 	// StartEpoch returns an epoch above every lease epoch of the
 	// stream's earlier generations and below every lease epoch the
-	// membership's generation grants: coordtest and kinesisload/dynamo
+	// membership's generation grants: the fleet core (kinesisload/fleet)
 	// return N<<32 in generation N (0 in the first).
 	StartEpoch() uint64
 }
@@ -165,7 +186,8 @@ type StartEpocher interface {
 // bytes of every batch the Sink accepted from its shard, which a
 // coordinator that balances by throughput ([BalanceByThroughput]) smooths
 // into the shard's rate ([RateMeter]) and publishes on a write it makes
-// anyway (coordtest and kinesisload/dynamo: the host's heartbeat item).
+// anyway (the fleet core, package kinesisload/fleet: the host's beat and
+// positions).
 // Coordinators that do not need it leave it out.
 type Lease interface {
 	// Shard is the shard's ID.
@@ -174,8 +196,8 @@ type Lease interface {
 	// Epoch is the fencing token: it changes (grows) every time the
 	// shard's owner changes, and every commit is conditional on it. It
 	// grows across a fleet-wide start-over too: a lease of the new
-	// generation has an epoch above every one of the old (coordtest and
-	// kinesisload/dynamo start generation N's epochs above N<<32). The
+	// generation has an epoch above every one of the old (the fleet core
+	// starts generation N's epochs above N<<32). The
 	// default coordinator's epoch is always 0.
 	Epoch() uint64
 
@@ -211,18 +233,25 @@ type Lease interface {
 	// never.
 	Handoff() <-chan struct{}
 
-	// Commit durably applies u (u.ShardID is the lease's shard) to the
-	// shard's shared progress, merged as [PositionStore.Save] merges,
-	// on condition that this lease's owner and epoch are still the
-	// shard's: when it returns nil the update survives a crash of this
-	// host and every later owner resumes from it. When the condition
-	// fails (another host owns the shard, or this lease was lost or
-	// released), nothing is written and Commit returns a
-	// [*LeaseLostError] (errors.Is(err, [ErrLeaseLost])), and the lease
-	// is lost. A write whose answer was lost (a timeout) is read back to
-	// learn whether it landed, so a Commit never applies twice and never
-	// reports a landed write as failed because of the lost answer. Any
-	// other error leaves the outcome unknown; the Loader stops.
+	// Commit applies u (u.ShardID is the lease's shard) to the shard's
+	// shared progress, merged as [PositionStore.Save] merges, under this
+	// lease's owner and epoch. A commit of a state (DRAINING, COMPLETED)
+	// or of parents is durable when Commit returns nil: it survives a
+	// crash of this host, and every later owner resumes from it. A commit
+	// that only moves the position may be group-committed: the fleet
+	// core writes the positions of all a host's shards once a round
+	// (its CheckpointInterval), so such a commit is durable within that
+	// interval of its return, and a crash (not a planned move) delivers
+	// again what was committed since; a Release writes it first. The
+	// default coordinator writes every commit before it returns. When the
+	// lease is known lost (another host owns the shard, this lease was
+	// released, or this host fenced itself), nothing is written and
+	// Commit returns a [*LeaseLostError] (errors.Is(err, [ErrLeaseLost]));
+	// a position written under a lease lost but not yet known is never
+	// read by a later owner (it is not of the shard's epoch), so it moves
+	// nothing back. A write whose answer was lost (a timeout) is read
+	// back to learn whether it landed, so a Commit never applies twice.
+	// Any other error leaves the outcome unknown; the Loader stops.
 	Commit(ctx context.Context, u ShardProgress) error
 
 	// Release gives the lease up: the shard is free for another host at
@@ -246,8 +275,7 @@ type Lease interface {
 // coordinator's rounds notice: a host that wakes from a long pause must
 // not start a Deliver under a lease another host may hold already. The
 // Loader calls it before every Deliver of a leased batch and before every
-// Commit. The fleet coordinators (coordtest, kinesisload/dynamo)
-// implement it.
+// Commit. The fleet core (kinesisload/fleet) implements it.
 type LeaseChecker interface {
 	Check() error
 }

@@ -87,6 +87,7 @@ func (s *session) run(gctx, hctx context.Context, stop context.CancelFunc) error
 		}
 	}()
 	s.m, s.store = m, m.Store()
+	lockLost := 0
 	for attempt := 1; ; attempt++ {
 		var t *topology
 		err := m.Initialise(gctx, func(ctx context.Context, store PositionStore) (err error) {
@@ -103,8 +104,15 @@ func (s *session) run(gctx, hctx context.Context, stop context.CancelFunc) error
 			// ours is visible; wait for its commit. (A Sink's refusal
 			// of a start batch as from a lost lease is the Sink's
 			// failure, not the lock's: see sinkFenced.)
-			l.log.Warn("lost the initialisation lock; starting over", "err", err)
+			// After a pause: a coordinator that answers "lost" at once
+			// must not be asked millions of times a second.
+			lockLost++
+			wait := l.retryPolicy().Delay(lockLost)
+			l.log.Warn("lost the initialisation lock; starting over", "err", err, "after", wait)
 			attempt--
+			if err := backoff.Sleep(gctx, wait); err != nil {
+				return nil // paused or closed while waiting
+			}
 			continue
 		}
 		if gctx.Err() != nil && errors.Is(err, gctx.Err()) {
@@ -157,7 +165,12 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	var fromSink []ShardProgress
 	inSink := map[string]bool{}
 	if l.tx != nil {
-		cps, err := l.tx.Checkpoints(ctx, stream)
+		// Under a deadline: in a fleet this runs under the
+		// initialisation lock, which a call that never returns would
+		// hold.
+		cctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
+		cps, err := l.tx.Checkpoints(cctx, stream)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -190,6 +203,11 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	if err != nil {
 		return nil, err
 	}
+	// In a fleet, a shard whose item was deleted by hand is not a shard
+	// born since: recovered from the Sink, or Run stops naming it.
+	if err := s.audit(ctx, t, stored, true); err != nil {
+		return nil, err
+	}
 	for _, id := range sortedKeys(l.cfg.Shards) {
 		if t.nodes[id] == nil {
 			return nil, &RunError{Stream: stream, Shard: id, Op: "Config", Kind: ErrInvalidConfig,
@@ -218,10 +236,12 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 		var done atomic.Int64
 		req := scan.Request{Client: s.client, Stream: stream, Shards: pending, Hooks: scan.Hooks{
 			ShardResolved: func(stream string, r scan.ShardResult) {
+				initProgress(s.store)
 				l.hooks.onProgress(InitProgress{Stream: stream, ShardID: r.Shard, Position: r.Position,
 					Done: int(done.Add(1)), Total: len(pending), Calls: r.Stats.Calls, Bytes: r.Stats.Bytes})
 			},
 			Retry: func(e scan.RetryEvent) {
+				initProgress(s.store)
 				l.retried(e.Shard, e.Op, e.Attempt, e.Backoff, e.Err)
 			},
 		}}
@@ -561,6 +581,9 @@ func (s *session) sync(ctx context.Context, t *topology) error {
 			return ctx.Err()
 		}
 		return stopError(t.stream, "", "Load", ErrJournal, fmt.Errorf("loading the fleet's progress: %w", err))
+	}
+	if err := s.audit(ctx, t, stored, false); err != nil {
+		return err
 	}
 	updates := make([]ShardProgress, 0, len(stored))
 	for id, p := range stored {

@@ -43,6 +43,7 @@ func (s *session) storeStarts(ctx context.Context, t *topology, inSink map[strin
 	for _, b := range batches {
 		g.Go(func() error {
 			_, err := s.deliverRetrying(gctx, b, nil)
+			initProgress(s.store)
 			if isSinkFenced(err) {
 				// No lease was given for a start batch: a refusal as
 				// from a lost one is the Sink's failure, not the loss
