@@ -54,6 +54,14 @@ func TestFleetRecreatedStreamNoHostReadsOldProgress(t *testing.T) {
 	r.start("a")
 	r.start("b")
 	r.waitAll(want)
+	// Every delivered batch's commit landed (within a round of it).
+	deadline := time.Now().Add(30 * time.Second)
+	for !r.settled() {
+		if time.Now().After(deadline) {
+			t.Fatal("the positions of the delivered records were not committed within 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	before := r.fleet.Shards("orders")
 	r.recreate(2)
 	fresh := r.put(40) // on the new stream, same shard IDs

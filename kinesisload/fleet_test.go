@@ -390,11 +390,15 @@ func TestFleetKilledHostDuplicatesOnlyTheUncommittedWindow(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("b never received a batch")
 	}
-	r.kill("b")
+	// What the table holds when b dies: its commits, durable within a
+	// round of each (the host that takes its shards goes on from there
+	// while b's process ends).
+	r.fleet.Kill("b")
 	committed := map[string]scan.Position{}
 	for id, s := range r.fleet.Shards("orders") {
 		committed[id] = s.Progress.Position
 	}
+	r.kill("b")
 	r.sink.mu.Lock()
 	r.sink.block = nil
 	r.sink.mu.Unlock()

@@ -116,6 +116,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"HostDiesMidInitialisation", 2, true, testDiesMidInit, kinesisload.BalanceByCount},
 		{"TakeOverKeepsTheFirstStartTime", 2, true, testTakeOverT0, kinesisload.BalanceByCount},
 		{"ZombieCommitRefused", 2, true, testZombie, kinesisload.BalanceByCount},
+		{"CommitDurableWithinARound", 2, true, testCommitDurableWithinARound, kinesisload.BalanceByCount},
 		{"LostAnswerNoDoubleEffect", 1, true, testLostAnswer, kinesisload.BalanceByCount},
 		{"SelfFenceBeforeExpiry", 2, true, testSelfFence, kinesisload.BalanceByCount},
 		{"ClockSkewChangesNothing", 3, true, testSkew, kinesisload.BalanceByCount},
@@ -399,8 +400,21 @@ func testCommitMonotone(t *testing.T, h Harness) {
 			t.Fatalf("Commit(%s): %v", seq, err)
 		}
 	}
+	// Released, the lease writes its furthest position where the next
+	// owner resumes.
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if got := load(t, a)["shard-00"].Position; !got.Equal(scan.AfterSequence("300")) {
 		t.Errorf("after commits of 300 then 200 the position is %v, want AFTER_SEQUENCE_NUMBER 300 (never back)", got)
+	}
+	delete(a.held, "shard-00")
+	run(h, 3, []*driver{a}, nil)
+	if l = a.held["shard-00"]; l == nil {
+		t.Fatalf("shard-00 not granted again; held %v", a.shards())
+	}
+	if got := l.Progress().Position; got.Kind != 0 && !got.Equal(scan.AfterSequence("300")) {
+		t.Errorf("granted again at %v, want AFTER_SEQUENCE_NUMBER 300 (or nothing known: the Loader's view)", got)
 	}
 	if err := l.Commit(ctx, kinesisload.ShardProgress{ShardID: "shard-00", State: kinesisload.StateCompleted, Position: scan.ShardEnd()}); err != nil {
 		t.Fatal(err)
@@ -707,8 +721,38 @@ func testZombie(t *testing.T, h Harness) {
 	} else if w := why.Why; w != kinesisload.LostSelfFenced && w != kinesisload.LostCommitRefused && w != kinesisload.LostExpired {
 		t.Errorf("the zombie's lease was lost as %v, want self_fenced, commit_refused or expired", w)
 	}
+	if err := bl.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if got := load(t, b)[shard].Position; !got.Equal(scan.AfterSequence("500")) {
 		t.Errorf("position of %s = %v, want b's 500: the zombie wrote", shard, got)
+	}
+}
+
+// A position committed is durable within a round: the host dies after
+// one, and the host that takes its shard resumes from it (the item holds
+// only its lease's start: the position is with the dead host's heartbeat).
+func testCommitDurableWithinARound(t *testing.T, h Harness) {
+	f := h.(Faults)
+	lease, renew := h.Timing()
+	a := holdAll(t, h, 1)
+	l := a.held["shard-00"]
+	if err := l.Commit(context.Background(), kinesisload.ShardProgress{ShardID: "shard-00", Position: scan.AfterSequence("300")}); err != nil {
+		t.Fatal(err)
+	}
+	run(h, 1, []*driver{a}, nil)
+	f.Kill("a")
+	b := join(t, h, "b")
+	run(h, int(3*lease/renew), []*driver{b}, nil)
+	bl := b.held["shard-00"]
+	if bl == nil {
+		t.Fatalf("b did not take shard-00 from the dead host (b holds %v)", b.shards())
+	}
+	if got := bl.Progress().Position; !got.Equal(scan.AfterSequence("300")) {
+		t.Errorf("b resumes at %v, want the dead host's AFTER_SEQUENCE_NUMBER 300, committed a round before it died", got)
+	}
+	if got := bl.Acquired(); got != kinesisload.AcquireExpired {
+		t.Errorf("b took shard-00 as %v, want %v", got, kinesisload.AcquireExpired)
 	}
 }
 
@@ -733,20 +777,26 @@ func testLostAnswer(t *testing.T, h Harness) {
 	if l.Epoch() != 1 {
 		t.Errorf("epoch after one take whose answer was lost = %d, want 1", l.Epoch())
 	}
+	// The writes of the commits (and of the heartbeats) lose their
+	// answers, or are refused twice: read back, retried.
 	f.LoseAnswers("a", 1)
 	if err := l.Commit(context.Background(), kinesisload.ShardProgress{ShardID: "shard-00", Position: scan.AfterSequence("200")}); err != nil {
-		t.Fatalf("Commit whose answer was lost = %v, want nil after reading it back", err)
+		t.Fatalf("Commit whose write's answer is lost = %v, want nil", err)
 	}
+	run(h, 1, []*driver{a}, nil)
 	f.Refuse("a", 2)
 	if err := l.Commit(context.Background(), kinesisload.ShardProgress{ShardID: "shard-00", Position: scan.AfterSequence("300")}); err != nil {
-		t.Fatalf("Commit refused twice then accepted = %v", err)
-	}
-	if got := load(t, a)["shard-00"].Position; !got.Equal(scan.AfterSequence("300")) {
-		t.Errorf("position = %v, want 300", got)
+		t.Fatalf("Commit whose write is refused twice = %v", err)
 	}
 	run(h, 5, []*driver{a}, nil)
 	if got := a.held["shard-00"]; got != l {
 		t.Errorf("the lease changed after lost answers (epoch %d)", l.Epoch())
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := load(t, a)["shard-00"].Position; !got.Equal(scan.AfterSequence("300")) {
+		t.Errorf("position = %v, want 300", got)
 	}
 }
 

@@ -31,8 +31,8 @@ func TestBadItemStopsTheHostWithAClearError(t *testing.T) {
 	if _, err := newClient(e.Endpoint, newFaults()).PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(h.table),
 		Item: map[string]types.AttributeValue{
-			keyStream: s("orders"), keyItem: s(prefixShard + shard),
-			"ver": &types.AttributeValueMemberN{Value: "1.5"}, "epoch": n(1), "prog": s("{}"),
+			keyStream: &types.AttributeValueMemberS{Value: "orders"}, keyItem: &types.AttributeValueMemberS{Value: "shard#" + shard},
+			"ver": &types.AttributeValueMemberN{Value: "1.5"}, "epoch": &types.AttributeValueMemberN{Value: "1"}, "prog": &types.AttributeValueMemberS{Value: "{}"},
 		},
 	}); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,8 @@ import (
 	"github.com/tidemark/tidemark/internal/emulator"
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/kinesisload/coordtest"
+	"github.com/tidemark/tidemark/kinesisload/fleet"
+	"github.com/tidemark/tidemark/kinesisload/fleet/tabletest"
 )
 
 func TestMain(m *testing.M) {
@@ -221,7 +223,9 @@ func (h *harness) host(id string) *testHost {
 		clk := &manualClock{now: &h.now}
 		cfg := h.cfg
 		cfg.Table, cfg.HostID = h.table, id
-		c, err := newCoordinator(newClientRetries(h.endpoint, f, h.sdkRetries), cfg, clk, true)
+		fc := cfg.fleetConfig()
+		fc.Clock, fc.ManualRounds = clk.Now, true
+		c, err := newCoordinator(newClientRetries(h.endpoint, f, h.sdkRetries), cfg, fc)
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -234,7 +238,7 @@ func (h *harness) host(id string) *testHost {
 func (h *harness) Host(id string) kinesisload.Coordinator { return h.host(id).c }
 
 func (h *harness) Timing() (lease, renew time.Duration) {
-	cfg := h.host("a").c.cfg
+	cfg := h.host("a").c.Config()
 	return cfg.LeaseDuration, cfg.RenewInterval
 }
 
@@ -259,7 +263,7 @@ func (h *harness) Advance(d time.Duration) {
 		h.mu.Unlock()
 		var wg sync.WaitGroup
 		for _, c := range cs {
-			wg.Go(c.tick)
+			wg.Go(c.Round)
 		}
 		wg.Wait()
 	}
@@ -294,21 +298,26 @@ var (
 	_ coordtest.Faults    = (*harness)(nil)
 )
 
-// TestConformance runs the coordination conformance suite on dynalite.
-func TestConformance(t *testing.T) {
+// The DynamoDB table keeps the table contract, on dynalite.
+func TestTableConformance(t *testing.T) {
 	e := emulator.Start(t, emulator.Dynalite)
-	coordtest.Run(t, func(t *testing.T) coordtest.Harness { return newHarness(t, e.Endpoint) })
+	ctx := context.Background()
+	tb := NewTable(newClient(e.Endpoint, newFaults()), fmt.Sprintf("tidemark-tabletest-%d", tableSeq.Add(1)), 10*time.Second)
+	if err := tb.Ensure(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	tabletest.Run(t, func(*testing.T) fleet.Table { return tb })
 }
 
-// TestConformanceWithSDKRetries runs the suite with the SDK's default
-// retries on: a write whose answer was lost is sent again by the SDK and
-// refused by its own condition, which the Coordinator must read back as
-// landed.
-func TestConformanceWithSDKRetries(t *testing.T) {
+// So does it with the SDK's default retries on: a write whose answer was
+// lost is sent again by the SDK and refused by its own condition, which
+// the protocol reads back (the table cannot tell).
+func TestTableConformanceWithSDKRetries(t *testing.T) {
 	e := emulator.Start(t, emulator.Dynalite)
-	coordtest.Run(t, func(t *testing.T) coordtest.Harness {
-		h := newHarness(t, e.Endpoint)
-		h.sdkRetries = true
-		return h
-	})
+	ctx := context.Background()
+	tb := NewTable(newClientRetries(e.Endpoint, newFaults(), true), fmt.Sprintf("tidemark-tabletest-%d", tableSeq.Add(1)), 10*time.Second)
+	if err := tb.Ensure(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	tabletest.Run(t, func(*testing.T) fleet.Table { return tb })
 }

@@ -1,0 +1,113 @@
+package dynamo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/tidemark/tidemark/internal/emulator"
+	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// oldItem writes an item as the coordinator before the fleet core wrote
+// it (attribute names and types of its encode functions).
+func oldItem(t *testing.T, api API, table string, attrs map[string]types.AttributeValue) {
+	t.Helper()
+	if _, err := api.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: attrs}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sv(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func nv(v uint64) types.AttributeValue { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
+
+// A table written by the version before the fleet core (shard items with
+// their epochs, owners and committed positions, the committed
+// initialisation, the identity item without a version, heartbeat items)
+// is read as it is: the new hosts resume every shard where the old fleet
+// committed it, above its epochs, with nothing to migrate.
+func TestTableOfThePreviousVersionIsReadAsItIs(t *testing.T) {
+	e := emulator.Start(t, emulator.Dynalite)
+	ctx := context.Background()
+	api := newClient(e.Endpoint, newFaults())
+	table := fmt.Sprintf("tidemark-compat-%d", tableSeq.Add(1))
+	if err := NewTable(api, table, 10*time.Second).Ensure(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	oldItem(t, api, table, map[string]types.AttributeValue{keyStream: sv("orders"), keyItem: sv("identity"),
+		"arn": sv("arn:aws:kinesis:us-east-1:000000000000:stream/orders"), "created": sv(created.Format(time.RFC3339Nano))})
+	oldItem(t, api, table, map[string]types.AttributeValue{keyStream: sv("orders"), keyItem: sv("init"),
+		"ver": nv(3), "lockOwner": sv("old-host"), "lockToken": sv("tok"), "committed": sv("tok"), "t0": sv(created.Add(time.Hour).Format(time.RFC3339Nano))})
+	want := map[string]scan.Position{}
+	for i, seq := range []string{"49000000000000000000000000000000000100000000000000000000", "49000000000000000000000000000000000200000000000000000001"} {
+		id := fmt.Sprintf("shardId-00000000000%d", i)
+		prog, _ := json.Marshal(kinesisload.ShardProgress{ShardID: id, State: kinesisload.StateActive, Position: scan.AfterSequence(seq)})
+		pend, _ := json.Marshal(kinesisload.ShardProgress{ShardID: id, State: kinesisload.StateActive, Position: scan.TrimHorizon()})
+		oldItem(t, api, table, map[string]types.AttributeValue{keyStream: sv("orders"), keyItem: sv("shard#" + id),
+			"ver": nv(7), "epoch": nv(5), "owner": sv("old-host"), "prog": sv(string(prog)),
+			"pend": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"tok": sv(string(pend))}}})
+		want[id] = scan.AfterSequence(seq)
+	}
+	oldItem(t, api, table, map[string]types.AttributeValue{keyStream: sv("orders"), keyItem: sv("host#old-host"),
+		"counter": nv(900), "left": &types.AttributeValueMemberBOOL{Value: true}})
+
+	c, err := New(api, Config{Table: table, HostID: "new-host", LeaseDuration: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Join(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = m.Leave(ctx) }()
+	if err := m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		id, err := st.Identity(ctx, "orders")
+		if err != nil || id.Created != created {
+			return fmt.Errorf("the old identity item reads %v, %v", id, err)
+		}
+		got, err := st.Load(ctx, "orders")
+		if err != nil {
+			return err
+		}
+		for shard, pos := range want {
+			if !got[shard].Position.Equal(pos) || got[shard].State != kinesisload.StateActive {
+				return fmt.Errorf("shard %s loads as %+v, want ACTIVE at %v", shard, got[shard], pos)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("Initialise on the old table: %v", err)
+	}
+	// The old host left: its shards are free for the new one (after the
+	// lease duration, as for any host not seen since), above epoch 5.
+	held := map[string]kinesisload.Lease{}
+	for deadline := time.Now().Add(30 * time.Second); len(held) < 2; {
+		ls, err := m.Acquire(ctx, []string{"shardId-000000000000", "shardId-000000000001"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			held[l.Shard()] = l
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new host took %d of the old fleet's 2 shards", len(held))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for id, l := range held {
+		if l.Epoch() <= 5 {
+			t.Errorf("%s taken at epoch %d, want above the old fleet's 5", id, l.Epoch())
+		}
+		if got := l.Progress().Position; !got.Equal(want[id]) {
+			t.Errorf("%s resumes at %v, want the old fleet's %v", id, got, want[id])
+		}
+	}
+}

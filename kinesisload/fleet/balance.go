@@ -1,0 +1,694 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"math"
+	mrand "math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// This file is a host's balance round: read the shard items when a host
+// changed something (or ResyncInterval passed), lose the leases another
+// host holds now, answer handoff requests, take free shards up to the fair
+// share, and ask for shards from the most loaded host. When nothing
+// changed a round makes no call at all.
+
+// collectFactor times LeaseDuration is how long a host's beat must stand
+// still in an observer's view before the observer removes its roster
+// entry and its positions (a host that left: at once), when no shard item
+// names it: stateless hosts with fresh IDs would otherwise pile up.
+const collectFactor = 3
+
+// balance is one round of observation and balance.
+func (m *member) balance() {
+	m.ballMu.Lock()
+	defer m.ballMu.Unlock()
+	defer m.roundDone()
+	m.mu.Lock()
+	m.checkFence()
+	stop := m.left || m.fenced || m.over != nil
+	read := m.needRead || m.shards == nil || m.c.now().Sub(m.lastRead) >= m.c.cfg.ResyncInterval
+	m.mu.Unlock()
+	if stop {
+		return
+	}
+	if read {
+		if !m.read() {
+			return
+		}
+	}
+	m.decide()
+}
+
+// snapshot is one read of a generation's partition.
+type snapshot struct {
+	shards map[string]*shardItem
+	init   initItem
+	ident  identityItem // in generation 0's partition only
+	hasID  bool
+	roster roster
+	// old are the heartbeat counters of hosts of an older version.
+	old map[string]uint64
+}
+
+// query reads the partition part of table, retrying nothing.
+func query(ctx context.Context, table Table, part string) (*snapshot, error) {
+	items, err := table.Query(ctx, part)
+	if err != nil {
+		return nil, err
+	}
+	snap := &snapshot{shards: map[string]*shardItem{}, old: map[string]uint64{}}
+	for _, it := range items {
+		switch {
+		case strings.HasPrefix(it.Key, prefixShard):
+			s, err := decodeShard(it)
+			if err != nil {
+				return nil, err
+			}
+			snap.shards[s.id] = s
+		case it.Key == keyInit:
+			if snap.init, err = decodeInit(it); err != nil {
+				return nil, err
+			}
+		case it.Key == keyIdentity:
+			if snap.ident, err = decodeIdentity(it); err != nil {
+				return nil, err
+			}
+			snap.hasID = true
+		case it.Key == keyRoster:
+			if snap.roster, err = decodeRoster(it); err != nil {
+				return nil, err
+			}
+		case strings.HasPrefix(it.Key, prefixHost):
+			n, _ := parseUint(it, "counter")
+			snap.old[strings.TrimPrefix(it.Key, prefixHost)] = n
+		}
+	}
+	return snap, nil
+}
+
+// read reads the partition and the generation in force into the member's
+// view; it reports whether the round may go on.
+func (m *member) read() bool {
+	m.mu.Lock()
+	m.needRead = false
+	m.mu.Unlock()
+	began := m.c.now()
+	ctx, cancel := m.callCtx()
+	snap, err := query(ctx, m.c.table, m.part)
+	cancel()
+	if err != nil {
+		m.mu.Lock()
+		m.needRead = true
+		m.mu.Unlock()
+		if fatal(err) {
+			m.fail("reading the table", err)
+			return false
+		}
+		// Transient; the next round tries again. Whether the fleet
+		// started over is still read: an old generation's leases are
+		// fenced by nothing else.
+		m.readGen(began, nil)
+		return false
+	}
+	if !m.readGen(began, snap) {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.left {
+		return false
+	}
+	m.shards, m.lastRead = maps.Clone(snap.shards), m.c.now()
+	if snap.init.committed != "" {
+		m.committed = snap.init.committed
+	}
+	m.observe(snap.roster)
+	m.observeOld(snap.old)
+	if d := digest(snap.shards, m.committed); d != m.digest {
+		m.digest = d
+		m.signal()
+	}
+	for id, epoch := range m.unsure {
+		if s, ok := snap.shards[id]; !ok || s.owner != m.me || s.epoch != epoch {
+			delete(m.unsure, id) // it did not land, or moved on since
+		}
+	}
+	for id, e := range m.orphans {
+		if s, ok := snap.shards[id]; !ok || s.epoch != e.epoch || s.owner != m.me {
+			delete(m.orphans, id) // taken since (it read it, or moved on)
+			m.dirty = true
+		}
+	}
+	// Our leases: lost if the table names another owner or epoch; asked
+	// for if another host wants them.
+	for id, l := range m.held {
+		s, ok := snap.shards[id]
+		switch {
+		case !ok || s.owner != m.me || s.epoch != l.epoch:
+			owner, epoch := "", uint64(0)
+			if ok {
+				owner, epoch = s.owner, s.epoch
+			}
+			m.lose(l, kinesisload.LostExpired, fmt.Sprintf("owner is %q at epoch %d", owner, epoch))
+		case s.handoff != "" && s.handoff != m.me:
+			l.askHandoff()
+		}
+	}
+	return true
+}
+
+// observeOld warns about hosts of an older version of this library that
+// share the table: their heartbeat items move. They do not know the
+// roster, so they take every shard of the new hosts for free, and the new
+// hosts theirs: nothing is lost (every write is fenced, positions never
+// move back), but shards move back and forth, delivering again, until the
+// last of them stops. m.mu must be held.
+func (m *member) observeOld(old map[string]uint64) {
+	for id, n := range old {
+		if prev, ok := m.oldHosts[id]; ok && prev != n {
+			m.c.cfg.Logger.Error("fleet: a host of an older tidemark version heartbeats in this table: stop every older host before starting this version (see the fleet guide, 'Upgrading'); until then shards move back and forth between the versions and records are delivered again",
+				"stream", m.stream, "host", id)
+		}
+		m.oldHosts[id] = n
+	}
+}
+
+// digest summarises what the Loader should see change: the shards, their
+// states, and the initialisation commit.
+func digest(shards map[string]*shardItem, committed string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(committed))
+	for _, id := range slices.Sorted(maps.Keys(shards)) {
+		fmt.Fprintf(h, "|%s=%d", id, shards[id].visible(committed).State)
+	}
+	return h.Sum64()
+}
+
+// leasable reports whether a shard may be read: not COMPLETED, every
+// parent in the table COMPLETED.
+func leasable(shards map[string]*shardItem, committed string, id string) bool {
+	s := shards[id]
+	p := s.visible(committed)
+	if p.State == kinesisload.StateCompleted || p.Position.Kind == scan.KindShardEnd {
+		return false
+	}
+	for _, par := range p.Parents {
+		if ps, ok := shards[par]; ok && ps.visible(committed).State != kinesisload.StateCompleted {
+			return false
+		}
+	}
+	return true
+}
+
+// free reports whether s may be taken by m: unowned, owned by a host m
+// takes for dead, or owned by m in an earlier life; and not reserved by a
+// handoff to another live host. m.mu must be held.
+func (m *member) free(s *shardItem, now time.Time) bool {
+	if s.handoff != "" && s.handoff != m.me && m.alive(s.handoff, now) {
+		return false
+	}
+	switch s.owner {
+	case "":
+		return true
+	case m.me:
+		return true // a lease of ours we no longer hold
+	default:
+		return !m.alive(s.owner, now)
+	}
+}
+
+// decide takes free shards up to the fair share, asks for one from the
+// most loaded host when nothing was free, and collects the entries of
+// hosts long gone; from the member's view of the table.
+func (m *member) decide() {
+	now := m.c.now()
+	m.mu.Lock()
+	if m.left || m.fenced || m.shards == nil {
+		m.mu.Unlock()
+		return
+	}
+	shards, committed := m.shards, m.committed
+	live := 1
+	for id := range m.seen {
+		if m.alive(id, now) {
+			live++
+		}
+	}
+	load := map[string]int{}
+	var candidates []string
+	total := 0
+	for id, s := range shards {
+		if !leasable(shards, committed, id) {
+			continue
+		}
+		total++
+		if s.owner != "" && s.owner != m.me && m.alive(s.owner, now) {
+			load[s.owner]++
+		}
+		switch {
+		case m.held[id] != nil || !m.free(s, now):
+		case m.offer[id]:
+			candidates = append(candidates, id)
+		case !m.hinted[id]:
+			// Free, but not offered: the Loader's offer predates
+			// (a shard this host released since, or whose owner
+			// died). Wake it once to offer its ready shards again.
+			m.hinted[id] = true
+			m.signal()
+		}
+	}
+	target := int(math.Ceil(float64(total) / float64(live)))
+	mine := 0 // a COMPLETED shard not released yet does not count
+	for id := range m.held {
+		if s := shards[id]; s != nil && leasable(shards, committed, id) {
+			mine++
+		}
+	}
+	m.mu.Unlock()
+
+	m.collect(shards, now)
+
+	// Reserved for us first, then expired and unowned, in random order
+	// so that hosts taking at once rarely collide.
+	mrand.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
+	slices.SortStableFunc(candidates, func(a, b string) int {
+		ra, rb := shards[a].handoff == m.me, shards[b].handoff == m.me
+		switch {
+		case ra && !rb:
+			return -1
+		case rb && !ra:
+			return 1
+		}
+		return 0
+	})
+	took := false
+	chunks := map[string]map[string]posEntry{} // positions of dead owners, read once a round
+	for _, id := range candidates {
+		if mine >= target && shards[id].handoff != m.me {
+			break
+		}
+		if m.take(shards[id], committed, chunks) {
+			mine++
+			took = true
+		}
+	}
+	if m.steal != "" {
+		m.mu.Lock()
+		l := m.held[m.steal]
+		m.mu.Unlock()
+		if l != nil || now.Sub(m.stealAt) >= m.c.cfg.LeaseDuration {
+			if l == nil {
+				m.withdraw(m.steal)
+			}
+			m.steal = ""
+		}
+	}
+	// One steal at a time, only when nothing was free: from the most
+	// loaded host, when it holds at least two more than we do.
+	switch {
+	case took || m.steal != "":
+	case m.c.cfg.BalanceBy == kinesisload.BalanceByThroughput:
+		m.stealByThroughput(shards, committed, now)
+	default:
+		victim, most := "", 0
+		for _, id := range slices.Sorted(maps.Keys(load)) {
+			if load[id] > most {
+				victim, most = id, load[id]
+			}
+		}
+		if victim != "" && most >= mine+2 {
+			m.mu.Lock()
+			var theirs []string
+			for id, s := range shards {
+				if s.owner == victim && s.handoff == "" && m.offer[id] && leasable(shards, committed, id) {
+					theirs = append(theirs, id)
+				}
+			}
+			m.mu.Unlock()
+			if len(theirs) > 0 {
+				id := theirs[mrand.IntN(len(theirs))]
+				if m.request(shards[id]) {
+					m.steal, m.stealAt = id, now
+				}
+			}
+		}
+	}
+	m.mu.Lock()
+	if len(m.granted) > 0 {
+		m.signal()
+	}
+	m.mu.Unlock()
+}
+
+// stealByThroughput asks for the shard [kinesisload.PickSteal] picks from
+// the live host of the highest load (as its beat publishes it), by the
+// rates of its shards in its positions.
+func (m *member) stealByThroughput(shards map[string]*shardItem, committed string, now time.Time) {
+	m.mu.Lock()
+	mine := 0.0
+	for id, l := range m.held {
+		if leasable(shards, committed, id) {
+			mine += kinesisload.Weight(l.meter.Rate())
+		}
+	}
+	victim, most := "", 0.0
+	for _, id := range slices.Sorted(maps.Keys(m.seen)) {
+		if s := m.seen[id]; m.alive(id, now) && s.load > most {
+			victim, most = id, s.load
+		}
+	}
+	var theirs []string
+	for id, s := range shards {
+		if victim != "" && s.owner == victim && s.handoff == "" && m.offer[id] && leasable(shards, committed, id) {
+			theirs = append(theirs, id)
+		}
+	}
+	m.mu.Unlock()
+	if victim == "" || len(theirs) == 0 || most <= mine {
+		return
+	}
+	ctx, cancel := m.callCtx()
+	entries, err := m.positionsOf(ctx, victim)
+	cancel()
+	if err != nil {
+		return
+	}
+	// The victim's shards' rates, as it published them under their
+	// current epochs: a shard it took since its last write is not known
+	// yet, and a steal on a partial picture would move shards back and
+	// forth. Its load is their sum.
+	rates := make(map[string]float64, len(theirs))
+	theirLoad := 0.0
+	for id, s := range shards {
+		if s.owner != victim || !leasable(shards, committed, id) {
+			continue
+		}
+		e, ok := entries[id]
+		if !ok || e.epoch != s.epoch {
+			return
+		}
+		w := kinesisload.Weight(e.rate)
+		theirLoad += w
+		if slices.Contains(theirs, id) {
+			rates[id] = w
+		}
+	}
+	if id := kinesisload.PickSteal(mine, theirLoad, rates); id != "" && m.request(shards[id]) {
+		m.steal, m.stealAt = id, now
+	}
+}
+
+// positionsOf reads host's positions in this generation.
+func (m *member) positionsOf(ctx context.Context, host string) (map[string]posEntry, error) {
+	items, err := m.c.table.Query(ctx, posPartition(m.part, host))
+	if err != nil {
+		return nil, err
+	}
+	return decodePositions(items)
+}
+
+// take acquires the shard as the member's view has it: owner us, epoch+1,
+// on condition that the item is unchanged. Taking a shard from a host
+// taken for dead, it first reads that host's positions (chunks caches
+// them for the round): the position it committed under that epoch is
+// further than the item's, which has only its last release or state
+// change. A write whose outcome is unknown is read back.
+func (m *member) take(was *shardItem, committed string, chunks map[string]map[string]posEntry) bool {
+	p := was.visible(committed)
+	if was.owner != "" {
+		entries, ok := chunks[was.owner]
+		if !ok {
+			ctx, cancel := m.callCtx()
+			var err error
+			entries, err = m.positionsOf(ctx, was.owner)
+			cancel()
+			if err != nil {
+				if fatal(err) {
+					m.fail("reading a host's positions", err)
+				}
+				return false // its position is not known: not now
+			}
+			chunks[was.owner] = entries
+		}
+		if e, ok := entries[was.id]; ok && e.epoch == was.epoch {
+			p = kinesisload.MergeProgress(p, kinesisload.ShardProgress{ShardID: was.id, Position: e.pos})
+		}
+	}
+	if p.State < kinesisload.StateActive {
+		p.State = kinesisload.StateActive // every parent is COMPLETED
+	}
+	next := was.with(p, committed)
+	next.owner, next.epoch, next.handoff, next.rate = m.me, max(was.epoch, epochBase(m.gen))+1, "", 0
+	ctx, cancel := m.callCtx()
+	defer cancel()
+	stored, err := m.c.table.Put(ctx, next.encode(m.part))
+	if err != nil && !fatal(err) {
+		// A refused condition may be the answer to a retry of a write
+		// that landed: read back either way.
+		got, gerr := m.c.table.Get(ctx, m.part, prefixShard+was.id)
+		if gerr != nil {
+			m.mu.Lock()
+			m.unsure[was.id] = next.epoch // it may have landed
+			m.needRead = true
+			m.mu.Unlock()
+			return false
+		}
+		s, derr := decodeShard(got)
+		if derr != nil {
+			m.fail("reading a shard item", derr)
+			return false
+		}
+		if !s.exists() || s.owner != m.me || s.epoch != next.epoch {
+			m.mu.Lock()
+			if s.exists() {
+				m.setShard(was.id, s)
+			}
+			m.needRead = true
+			m.mu.Unlock()
+			return false
+		}
+		stored, err = got, nil
+	}
+	if err != nil {
+		m.fail("taking a shard", err)
+		return false
+	}
+	now, derr := decodeShard(stored)
+	if derr != nil {
+		m.fail("reading a shard item", derr)
+		return false
+	}
+	m.mu.Lock()
+	m.setShard(was.id, now)
+	if m.left || m.fenced {
+		// Ours in the table, but no lease: Leave gives it up (a fenced
+		// host's expires, or it takes it again).
+		m.unsure[was.id] = now.epoch
+		m.mu.Unlock()
+		m.changed()
+		return false
+	}
+	delete(m.unsure, was.id)
+	granted := now.visible(committed)
+	l := newLease(m, was.id, now.epoch, granted, m.acquireReason(was))
+	if r := was.rate; r > 0 {
+		l.meter.Seed(r)
+	} else if e, ok := chunks[was.owner][was.id]; ok && e.rate > 0 {
+		l.meter.Seed(e.rate)
+	}
+	m.held[was.id] = l
+	m.granted = append(m.granted, l)
+	m.dirty = true // its position, under our epoch, with the next beat
+	m.mu.Unlock()
+	m.changed()
+	return true
+}
+
+// acquireReason says why a shard whose item was as in was is taken by m.
+func (m *member) acquireReason(was *shardItem) kinesisload.AcquireReason {
+	switch {
+	case was.owner == m.me:
+		return kinesisload.AcquireReclaimed
+	case was.owner != "":
+		return kinesisload.AcquireExpired
+	case was.handoff == m.me:
+		return kinesisload.AcquireHandoff // its owner released it to us
+	case was.epoch == 0 || was.epoch == epochBase(m.gen):
+		return kinesisload.AcquireInitial
+	default:
+		return kinesisload.AcquireUnowned
+	}
+}
+
+// request asks the owner of the shard to hand it over.
+func (m *member) request(was *shardItem) bool {
+	next := *was
+	next.handoff = m.me
+	ctx, cancel := m.callCtx()
+	stored, err := m.c.table.Put(ctx, next.encode(m.part))
+	cancel()
+	switch {
+	case err == nil:
+		if s, derr := decodeShard(stored); derr == nil {
+			m.mu.Lock()
+			m.setShard(was.id, s)
+			m.mu.Unlock()
+		}
+		m.changed()
+		return true
+	case errors.Is(err, ErrUnknown):
+		m.mu.Lock()
+		m.needRead = true
+		m.mu.Unlock()
+		m.changed()
+		return true
+	case fatal(err):
+		m.fail("asking for a shard", err)
+	default:
+		m.mu.Lock()
+		m.needRead = true
+		m.mu.Unlock()
+	}
+	return false
+}
+
+// withdraw removes our handoff request on the shard.
+func (m *member) withdraw(id string) {
+	ctx, cancel := m.callCtx()
+	defer cancel()
+	err := m.update(ctx, id, nil, func(s *shardItem) *shardItem {
+		if !s.exists() || s.handoff != m.me {
+			return nil
+		}
+		next := *s
+		next.handoff = ""
+		return &next
+	})
+	if err == nil {
+		m.changed()
+	}
+}
+
+// update makes a read-modify-write of a shard's item land: mutate returns
+// the item as it should be, or nil when nothing is to change. was is the
+// item as last read (nil: the member's view, or a read). A condition
+// failure or an unknown outcome reads the item again and retries, up to a
+// few times.
+func (m *member) update(ctx context.Context, id string, was *shardItem, mutate func(*shardItem) *shardItem) error {
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if attempt >= 8 {
+			return fmt.Errorf("fleet: stream %s: shard %s: gave up after %d attempts", m.stream, id, attempt)
+		}
+		if was == nil {
+			m.mu.Lock()
+			if m.shards != nil && attempt == 0 {
+				was = m.shards[id]
+			}
+			m.mu.Unlock()
+		}
+		if was == nil {
+			got, err := m.c.table.Get(ctx, m.part, prefixShard+id)
+			if fatal(err) {
+				return err
+			}
+			if err != nil {
+				if err := sleep(ctx, backoff(attempt)); err != nil {
+					return err
+				}
+				continue
+			}
+			if was, err = decodeShard(got); err != nil {
+				return err
+			}
+			was.id = id
+		}
+		next := mutate(was)
+		if next == nil {
+			return nil
+		}
+		next.id = id
+		stored, err := m.c.table.Put(ctx, next.encode(m.part))
+		switch {
+		case err == nil:
+			if s, derr := decodeShard(stored); derr == nil {
+				m.mu.Lock()
+				if m.shards != nil {
+					m.setShard(id, s)
+				}
+				m.mu.Unlock()
+			}
+			return nil
+		case fatal(err):
+			return err
+		case errors.Is(err, ErrUnknown):
+			if err := sleep(ctx, backoff(attempt)); err != nil {
+				return err
+			}
+		}
+		was = nil
+	}
+}
+
+// collect removes the roster entries and the positions of hosts that left
+// or died long ago and own nothing (no shard item names them, and they
+// hold no initialisation lock), and the heartbeat items of hosts of an
+// older version that stood still as long. At most a few per round.
+func (m *member) collect(shards map[string]*shardItem, now time.Time) {
+	owns := map[string]bool{}
+	for _, s := range shards {
+		owns[s.owner] = true
+	}
+	var gone []string
+	m.mu.Lock()
+	for id, s := range m.seen {
+		if owns[id] || s.counter == unknownCounter {
+			continue
+		}
+		if s.left || now.Sub(s.at) >= collectFactor*m.c.cfg.LeaseDuration {
+			gone = append(gone, id)
+		}
+	}
+	m.mu.Unlock()
+	slices.Sort(gone)
+	for _, id := range gone[:min(len(gone), 4)] {
+		m.mu.Lock()
+		s := m.seen[id]
+		m.mu.Unlock()
+		ctx, cancel := m.callCtx()
+		items, err := m.c.table.Query(ctx, posPartition(m.part, id))
+		if err == nil {
+			for _, it := range items {
+				_ = m.c.table.Delete(ctx, it.Partition, it.Key, it.Version)
+			}
+			// The entry last: its positions are gone first.
+			_, err = m.c.table.SetEntry(ctx, m.part, keyRoster, fieldBeats, id, s.raw, "")
+		}
+		cancel()
+		if err == nil {
+			m.mu.Lock()
+			delete(m.seen, id)
+			m.mu.Unlock()
+		}
+	}
+}
+
+// backoff returns the pause before retry attempt (0-based): 20 ms
+// doubling to 1 s, with full jitter.
+func backoff(attempt int) time.Duration {
+	d := 20 * time.Millisecond << min(attempt, 6)
+	d = min(d, time.Second)
+	return d/2 + time.Duration(mrand.Int64N(int64(d/2)+1))
+}

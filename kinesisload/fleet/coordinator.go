@@ -1,0 +1,507 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tidemark/tidemark/kinesisload"
+)
+
+// Coordinator is the fleet's [kinesisload.Coordinator]: give one to each
+// host's Loader with [kinesisload.WithCoordinator]; the hosts of an
+// application share its [Table]. It is safe for concurrent use; one
+// Coordinator may join several streams, each once at a time.
+type Coordinator struct {
+	table Table
+	cfg   Config
+
+	mu      sync.Mutex
+	members map[string]*member
+}
+
+var _ kinesisload.Coordinator = (*Coordinator)(nil)
+
+// New returns a Coordinator of the host cfg.HostID over table. It
+// validates cfg (see [Config.WithDefaults]).
+func New(table Table, cfg Config) (*Coordinator, error) {
+	if table == nil {
+		return nil, errors.New("fleet: New: the table is nil")
+	}
+	cfg, err := cfg.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Coordinator{table: table, cfg: cfg, members: map[string]*member{}}, nil
+}
+
+// Config returns the Coordinator's configuration with its defaults filled
+// in (HostID among them).
+func (c *Coordinator) Config() Config { return c.cfg }
+
+// Table returns the table the Coordinator works on.
+func (c *Coordinator) Table() Table { return c.table }
+
+// now reads the host's clock.
+func (c *Coordinator) now() time.Time { return c.cfg.Clock() }
+
+// Round runs one round (heartbeat, positions, balance) of every
+// membership of the Coordinator now, on the calling goroutine, and returns
+// when they are done. With Config.ManualRounds it is the only way rounds
+// run: tests and simulations drive time with it.
+func (c *Coordinator) Round() {
+	c.mu.Lock()
+	ms := slices.Collect(maps.Values(c.members))
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Go(func() {
+			m.beat()
+			m.balance()
+		})
+	}
+	wg.Wait()
+}
+
+// Join implements [kinesisload.Coordinator]: it reads the generation in
+// force (refusing a table whose identity item was deleted while later
+// generations exist), folds what an earlier life of this host left in its
+// positions into the shard items, writes this host's roster entry and
+// starts its rounds.
+func (c *Coordinator) Join(ctx context.Context, stream string) (kinesisload.Membership, error) {
+	if stream == "" {
+		return nil, errors.New("fleet: Join: the stream name is empty")
+	}
+	c.mu.Lock()
+	if c.members[stream] != nil {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("fleet: host %s joined stream %s twice", c.cfg.HostID, stream)
+	}
+	c.mu.Unlock()
+	bg, cancel := context.WithCancel(context.Background())
+	m := &member{c: c, stream: stream, me: c.cfg.HostID, ctx: bg, cancel: cancel,
+		held: map[string]*lease{}, unsure: map[string]uint64{}, seen: map[string]seen{}, offer: map[string]bool{},
+		tried: map[uint64]time.Time{}, warned: map[string]bool{}, oldHosts: map[string]uint64{}, hinted: map[string]bool{}, orphans: map[string]posEntry{},
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), rounds: make(chan struct{}), needRead: true}
+	ii, err := m.readIdentity(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if !ii.item.Exists() {
+		if err := m.checkNoLaterGeneration(ctx); err != nil {
+			cancel()
+			return nil, err
+		}
+	}
+	m.gen, m.part = ii.gen, partition(stream, ii.gen)
+	if err := m.recover(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	began := c.now()
+	if err := m.register(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	m.lastOK = began
+	c.mu.Lock()
+	if c.members[stream] != nil {
+		c.mu.Unlock()
+		cancel()
+		return nil, fmt.Errorf("fleet: host %s joined stream %s twice", c.cfg.HostID, stream)
+	}
+	c.members[stream] = m
+	c.mu.Unlock()
+	if !c.cfg.ManualRounds {
+		m.wg.Go(m.beatLoop)
+		m.wg.Go(m.balanceLoop)
+	}
+	return m, nil
+}
+
+// seen is what a member last observed of another host's beat, on its own
+// clock.
+type seen struct {
+	counter, changes uint64
+	left             bool
+	load             float64
+	raw              string // the entry as stored
+	at               time.Time
+}
+
+// unknownCounter marks a host noticed (as the holder of the
+// initialisation lock) before its beat was read.
+const unknownCounter = ^uint64(0)
+
+// member is a host's session on one stream, in the generation that was in
+// force when it joined.
+type member struct {
+	c      *Coordinator
+	stream string
+	me     string
+	// gen is the session's generation, part the partition of its items.
+	gen  uint64
+	part string
+	ctx  context.Context // cancelled by Leave: ends the rounds' calls
+	// cancel ends ctx.
+	cancel context.CancelFunc
+	quit   chan struct{}
+	wg     sync.WaitGroup
+	wake   chan struct{}
+	beatMu sync.Mutex // one write of our roster entry at a time; the flushes
+	ballMu sync.Mutex // one balance at a time
+
+	roundsMu sync.Mutex
+	rounds   chan struct{} // closed and replaced after every balance
+
+	mu sync.Mutex
+	// entry is our roster entry as last known written; entryKnown is
+	// false while we do not know it (an entry written afresh is
+	// conditional on its absence). tried maps the counters of beats
+	// whose answer we have not seen to when they began.
+	entry      beat
+	entryKnown bool
+	tried      map[uint64]time.Time
+	changes    uint64    // our changes to the table so far
+	lastOK     time.Time // start of our last heartbeat known to have landed
+	fenced     bool
+	left       bool
+	committed  string // the committed initialisation batch, once known
+	seen       map[string]seen
+	needRead   bool      // a change was seen: read the partition next
+	lastRead   time.Time // when the partition was read
+	shards     map[string]*shardItem
+	held       map[string]*lease
+	granted    []*lease
+	offer      map[string]bool
+	hinted     map[string]bool // free shards not offered, the Loader woken for
+	digest     uint64
+	// unsure maps a shard to the epoch of a take that may have landed
+	// with no lease to show for it: Leave gives these up too.
+	unsure map[string]uint64
+	// over is set once the session is void (the fleet started over in a
+	// later generation) or met an error no retry fixes: Acquire returns
+	// it.
+	over error
+	// voided says over is the session's void (not a failure), overID the
+	// identity of the generation that voided it, once known.
+	voided bool
+	overID kinesisload.StreamIdentity
+	// genBad is the start of the first of the rounds in a row that
+	// could not read the generation in force; zero once one could.
+	genBad time.Time
+	// warned holds the hosts whose BalanceBy differs, warned about once;
+	// oldHosts the heartbeat counters of hosts of an older version.
+	warned   map[string]bool
+	oldHosts map[string]uint64
+	// dirty says a held lease committed a position not written yet;
+	// flushedAt is when our positions were last written, posVersions
+	// the versions of our chunks.
+	dirty     bool
+	flushedAt time.Time
+	// keepPositions says a lease was lost (not released) with its
+	// latest position in our positions only: Leave keeps them. orphans
+	// are those positions, written with ours until the shard's item
+	// names another epoch.
+	keepPositions bool
+	orphans       map[string]posEntry
+	posVersions   []uint64
+
+	// initLock is the initialisation lock while this host's init runs
+	// under it.
+	initLock *heldLock
+
+	// Balance state, touched by the balance round only.
+	steal   string
+	stealAt time.Time
+}
+
+func (m *member) beatLoop() {
+	t := time.NewTicker(m.c.cfg.RenewInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			m.beat()
+		case <-m.quit:
+			return
+		}
+	}
+}
+
+func (m *member) balanceLoop() {
+	t := time.NewTicker(m.c.cfg.RenewInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			m.balance()
+		case <-m.quit:
+			return
+		}
+	}
+}
+
+func (m *member) signal() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (m *member) roundDone() {
+	m.roundsMu.Lock()
+	close(m.rounds)
+	m.rounds = make(chan struct{})
+	m.roundsMu.Unlock()
+}
+
+func (m *member) nextRound() <-chan struct{} {
+	m.roundsMu.Lock()
+	defer m.roundsMu.Unlock()
+	return m.rounds
+}
+
+// callCtx bounds one call of the rounds.
+func (m *member) callCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(m.ctx, m.c.cfg.CallTimeout)
+}
+
+// fenceDue reports whether too long passed since our last heartbeat
+// landed. m.mu must be held.
+func (m *member) fenceDue(now time.Time) bool {
+	cfg := m.c.cfg
+	return now.Sub(m.lastOK) >= cfg.LeaseDuration-cfg.FenceMargin
+}
+
+// genDue reports whether the rounds have failed to read the generation
+// in force for too long (see checkFence). m.mu must be held.
+func (m *member) genDue(now time.Time) bool {
+	cfg := m.c.cfg
+	return m.over == nil && !m.genBad.IsZero() && now.Sub(m.genBad) >= cfg.LeaseDuration-cfg.FenceMargin
+}
+
+// checkFence fences the host when its fence is due: every lease is lost.
+// It also drops every lease when the generation is due, without fencing
+// the host: its next round that reads the generation in force takes
+// shards again. m.mu must be held.
+func (m *member) checkFence() {
+	now := m.c.now()
+	if m.genDue(now) {
+		for _, l := range m.held {
+			m.lose(l, kinesisload.LostSelfFenced, fmt.Sprintf("fenced: the stream's generation could not be read for %v; the fleet may have started over", now.Sub(m.genBad)))
+		}
+	}
+	if !m.fenceDue(now) || m.fenced {
+		return
+	}
+	m.fenced = true
+	for _, l := range m.held {
+		m.lose(l, kinesisload.LostSelfFenced, fmt.Sprintf("fenced: no heartbeat landed for %v", now.Sub(m.lastOK)))
+	}
+}
+
+// alive reports whether host id counts as alive in m's view: its beat
+// moved within LeaseDuration of m's clock, and it has not left. m.mu must
+// be held.
+func (m *member) alive(id string, now time.Time) bool {
+	if id == m.me {
+		return !m.fenced
+	}
+	s, ok := m.seen[id]
+	return ok && !s.left && now.Sub(s.at) < m.c.cfg.LeaseDuration
+}
+
+// aliveOrUnknown is alive, except that a host not observed yet counts as
+// alive until it has been watched for LeaseDuration. m.mu must be held.
+func (m *member) aliveOrUnknown(id string, now time.Time) bool {
+	if _, ok := m.seen[id]; !ok {
+		m.seen[id] = seen{counter: unknownCounter, at: now}
+	}
+	return m.alive(id, now)
+}
+
+// setShard replaces the member's view of a shard's item (nil: removes
+// it). The view is copied on write: a round that took it under m.mu reads
+// it after without the lock. m.mu must be held.
+func (m *member) setShard(id string, s *shardItem) {
+	if m.shards == nil {
+		return
+	}
+	next := maps.Clone(m.shards)
+	if s == nil {
+		delete(next, id)
+	} else {
+		next[id] = s
+	}
+	m.shards = next
+}
+
+// lose marks l lost. m.mu must be held.
+func (m *member) lose(l *lease, why kinesisload.LostReason, reason string) {
+	if why != kinesisload.LostReleased && !l.isLost() {
+		// Its latest position is in our positions only: keep it there
+		// (for the host that takes the shard, or the archive) until the
+		// shard's item moves on.
+		m.keepPositions = true
+		if e, ok := l.entry(); ok {
+			m.orphans[l.shard] = e
+			m.dirty = true
+		}
+	}
+	l.markLost(why, reason)
+	if m.held[l.shard] == l {
+		delete(m.held, l.shard)
+	}
+	m.granted = slices.DeleteFunc(m.granted, func(g *lease) bool { return g == l })
+}
+
+// fail ends the session on an error a round met that no retry fixes (an
+// item that cannot be decoded, access denied, the table gone): Acquire
+// returns it, and the Loader stops with it, instead of a host that
+// silently reads nothing. The first error stands.
+func (m *member) fail(op string, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.over == nil {
+		m.over = fmt.Errorf("fleet: host %s, stream %s: %s: %w", m.me, m.stream, op, err)
+		m.signal()
+	}
+}
+
+// fatal reports whether err is neither a conflict nor of unknown outcome:
+// no retry fixes it.
+func fatal(err error) bool {
+	return err != nil && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrUnknown)
+}
+
+// Wake implements [kinesisload.Membership].
+func (m *member) Wake() <-chan struct{} { return m.wake }
+
+// Store implements [kinesisload.Membership].
+func (m *member) Store() kinesisload.PositionStore { return sharedStore{m: m} }
+
+var _ kinesisload.StartEpocher = (*member)(nil)
+
+// StartEpoch implements [kinesisload.StartEpocher]: the epoch base of the
+// session's generation.
+func (m *member) StartEpoch() uint64 { return epochBase(m.gen) }
+
+// Acquire implements [kinesisload.Membership]: leases are taken by the
+// balance rounds; Acquire hands out those for shards of ready and releases
+// the others.
+func (m *member) Acquire(ctx context.Context, ready []string) ([]kinesisload.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	if m.over != nil {
+		err := m.over
+		m.mu.Unlock()
+		return nil, err
+	}
+	m.offer = make(map[string]bool, len(ready))
+	for _, id := range ready {
+		m.offer[id] = true
+	}
+	clear(m.hinted)
+	var out []kinesisload.Lease
+	var drop []*lease
+	for _, l := range m.granted {
+		if m.offer[l.shard] {
+			out = append(out, l)
+		} else {
+			drop = append(drop, l)
+		}
+	}
+	m.granted = nil
+	m.mu.Unlock()
+	if len(drop) > 0 {
+		// Given up even when ctx ends meanwhile (the Loader stopping):
+		// a failed Release is not retried by Leave.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.LeaseDuration)
+		defer cancel()
+		for _, l := range drop {
+			_ = l.Release(rctx)
+		}
+	}
+	return out, nil
+}
+
+// Leave implements [kinesisload.Membership]: the rounds stop, every lease
+// still held is released (its position written into the shard's item),
+// so is every shard a take may have won without a lease to show for it,
+// the positions are deleted when nothing is left in them, and the roster
+// entry is marked left so that the other hosts count this host out at
+// once.
+func (m *member) Leave(ctx context.Context) error {
+	m.mu.Lock()
+	if m.left {
+		m.mu.Unlock()
+		return nil
+	}
+	m.left = true
+	m.mu.Unlock()
+	m.cancel()
+	close(m.quit)
+	m.wg.Wait()
+	// A round in progress (manual rounds) ends before we go on.
+	m.ballMu.Lock()
+	m.ballMu.Unlock()
+	m.beatMu.Lock()
+	m.beatMu.Unlock()
+	m.mu.Lock()
+	held := slices.Collect(maps.Values(m.held))
+	for id, epoch := range m.unsure {
+		if l := m.held[id]; l == nil || l.epoch != epoch {
+			held = append(held, &lease{m: m, shard: id, epoch: epoch, lost: make(chan struct{}), handoff: make(chan struct{})})
+		}
+	}
+	m.unsure = map[string]uint64{}
+	m.mu.Unlock()
+	// Released at once, not one after the other: on a table that does
+	// not answer each gives up after a few tries.
+	var (
+		wg       sync.WaitGroup
+		errMu    sync.Mutex
+		errs     []error
+		released = true
+	)
+	for _, l := range held {
+		wg.Go(func() {
+			if err := l.Release(ctx); err != nil {
+				errMu.Lock()
+				released = false
+				errs = append(errs, err)
+				errMu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	m.mu.Lock()
+	for _, l := range m.held {
+		m.lose(l, kinesisload.LostReleased, "left")
+	}
+	m.mu.Unlock()
+	m.mu.Lock()
+	keep := m.keepPositions
+	m.mu.Unlock()
+	if released && !keep {
+		// Every position is in its shard's item: the chunks hold
+		// nothing another host needs.
+		m.dropPositions(ctx)
+	}
+	errs = append(errs, m.markLeft(ctx))
+	c := m.c
+	c.mu.Lock()
+	if c.members[m.stream] == m {
+		delete(c.members, m.stream)
+	}
+	c.mu.Unlock()
+	return errors.Join(errs...)
+}

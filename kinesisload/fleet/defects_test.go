@@ -1,0 +1,350 @@
+package fleet_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/kinesisload/fleet"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// world is hosts sharing one memory table on a manual clock, each through
+// a faulty table of its own, with rounds run by hand.
+type world struct {
+	t     *testing.T
+	table *fleet.MemoryTable
+	now   atomic.Int64
+	cfg   fleet.Config
+	hosts map[string]*host
+	logs  *syncBuffer
+}
+
+type host struct {
+	c     *fleet.Coordinator
+	table *fleet.FaultyTable
+	m     kinesisload.Membership
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var start = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newWorld(t *testing.T, cfg fleet.Config) *world {
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = 10 * time.Second
+	}
+	if cfg.RenewInterval == 0 {
+		cfg.RenewInterval = 2 * time.Second
+	}
+	return &world{t: t, table: fleet.NewMemoryTable(), cfg: cfg, hosts: map[string]*host{}, logs: &syncBuffer{}}
+}
+
+func (w *world) clock() time.Time { return start.Add(time.Duration(w.now.Load())) }
+
+// host makes host id and joins it to stream s.
+func (w *world) host(id string, mod ...func(*fleet.Config)) *host {
+	w.t.Helper()
+	cfg := w.cfg
+	cfg.HostID, cfg.ManualRounds, cfg.Clock = id, true, w.clock
+	cfg.Logger = slog.New(slog.NewTextHandler(w.logs, nil))
+	for _, f := range mod {
+		f(&cfg)
+	}
+	ft := fleet.NewFaultyTable(w.table)
+	c, err := fleet.New(ft, cfg)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	h := &host{c: c, table: ft}
+	w.hosts[id] = h
+	m, err := c.Join(context.Background(), "s")
+	if err != nil {
+		w.t.Fatalf("host %s: Join: %v", id, err)
+	}
+	h.m = m
+	w.t.Cleanup(func() {
+		ft.Resume()
+		_ = m.Leave(context.Background())
+	})
+	return h
+}
+
+// advance moves the clock by d in rounds of RenewInterval, running every
+// host's round after each step (paused hosts excepted).
+func (w *world) advance(d time.Duration) {
+	for d > 0 {
+		step := min(d, w.cfg.RenewInterval)
+		d -= step
+		w.now.Add(int64(step))
+		for _, h := range w.hosts {
+			if !h.table.Paused() {
+				h.c.Round()
+			}
+		}
+	}
+}
+
+// acquire offers shard to h until its rounds grant it.
+func (w *world) acquire(h *host, shard string) kinesisload.Lease {
+	w.t.Helper()
+	for range 20 {
+		ls, err := h.m.Acquire(context.Background(), []string{shard})
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		if len(ls) == 1 {
+			return ls[0]
+		}
+		w.advance(w.cfg.RenewInterval)
+	}
+	w.t.Fatalf("%s never granted", shard)
+	return nil
+}
+
+// seed initialises stream s with n ACTIVE shards at TRIM_HORIZON through h.
+func (w *world) seed(h *host, n int) []string {
+	w.t.Helper()
+	var ids []string
+	var ups []kinesisload.ShardProgress
+	for i := range n {
+		id := "shard-" + string(rune('a'+i/26)) + string(rune('a'+i%26))
+		ids = append(ids, id)
+		ups = append(ups, kinesisload.ShardProgress{ShardID: id, State: kinesisload.StateActive, Position: scan.TrimHorizon()})
+	}
+	if err := h.m.Initialise(context.Background(), func(ctx context.Context, st kinesisload.PositionStore) error {
+		return st.Save(ctx, "s", ups)
+	}); err != nil {
+		w.t.Fatal(err)
+	}
+	return ids
+}
+
+// The identity item deleted by hand while generation 1 is in force: a
+// host joining does not take its absence for generation 0 (it would read
+// the archive of a stream gone, beside hosts of generation 1). Join fails
+// with ErrIdentityMissing, saying what to restore.
+func TestJoinRefusesAMissingIdentityWhenALaterGenerationExists(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	a := w.host("a")
+	old := kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start}
+	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		return st.SetIdentity(ctx, "s", old)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	renewed := kinesisload.StreamIdentity{ARN: old.ARN, Created: start.Add(time.Hour)}
+	if err := a.m.Store().StartOver(ctx, "s", renewed); !errors.Is(err, kinesisload.ErrStreamMismatch) {
+		t.Fatalf("StartOver = %v, want the mismatch that ends the session", err)
+	}
+	b := w.host("b") // joins generation 1
+	if err := b.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// The identity item is deleted by hand.
+	it, err := w.table.Get(ctx, "s", "identity")
+	if err != nil || !it.Exists() {
+		t.Fatalf("no identity item: %v", err)
+	}
+	if err := w.table.Delete(ctx, "s", "identity", it.Version); err != nil {
+		t.Fatal(err)
+	}
+	c, err := fleet.New(fleet.NewFaultyTable(w.table), fleet.Config{HostID: "c", ManualRounds: true, Clock: w.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Join(ctx, "s")
+	if err == nil {
+		_ = m.Leave(ctx)
+		t.Fatal("Join succeeded without the identity item while generation 1 exists: it joined generation 0")
+	}
+	if !errors.Is(err, fleet.ErrIdentityMissing) || !strings.Contains(err.Error(), "gen") || !strings.Contains(err.Error(), "identity") {
+		t.Errorf("Join = %v, want ErrIdentityMissing naming the generation and the item to restore", err)
+	}
+}
+
+// A holder of the initialisation lock stuck in its init (a call that never
+// returns), heartbeating all the while, loses the lock once its progress
+// stood still for InitStallTimeout: another host initialises, and the
+// stuck holder's commit is refused. (Before the fix no host of the fleet
+// ever initialised.)
+func TestStalledInitialisationLosesTheLock(t *testing.T) {
+	w := newWorld(t, fleet.Config{InitStallTimeout: 30 * time.Second})
+	ctx := context.Background()
+	a, b := w.host("a"), w.host("b")
+	stuck, release := make(chan struct{}), make(chan struct{})
+	aDone := make(chan error, 1)
+	go func() {
+		aDone <- a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+			close(stuck)
+			<-release // a Sink's Checkpoints that never returns
+			return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: "x", State: kinesisload.StateActive, Position: scan.TrimHorizon()}})
+		})
+	}()
+	<-stuck
+	bDone := make(chan error, 1)
+	go func() {
+		bDone <- b.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+			return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: "y", State: kinesisload.StateActive, Position: scan.TrimHorizon()}})
+		})
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		select {
+		case err := <-bDone:
+			if err != nil {
+				t.Fatalf("b: Initialise = %v", err)
+			}
+		default:
+			if time.Now().After(deadline) {
+				t.Fatal("b never initialised while a was stuck under the lock")
+			}
+			w.advance(w.cfg.RenewInterval)
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		break
+	}
+	if elapsed := time.Duration(w.now.Load()); elapsed < 30*time.Second {
+		t.Errorf("b took the lock after %v of a's stall, before InitStallTimeout (30s)", elapsed)
+	}
+	close(release)
+	if err := <-aDone; !errors.Is(err, kinesisload.ErrLeaseLost) {
+		t.Errorf("a's commit after it lost the lock = %v, want an error wrapping ErrLeaseLost", err)
+	}
+	info, err := fleet.Inspect(ctx, w.table, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := info.Shards["y"]; !ok || !info.Initialised || info.InitLockOwner != "b" {
+		t.Errorf("after the takeover: initialised %v by %q with shards %v; want b's batch", info.Initialised, info.InitLockOwner, info.Shards)
+	}
+	if _, ok := info.Shards["x"]; ok {
+		t.Error("the stalled holder's batch became visible")
+	}
+}
+
+// A holder that makes progress keeps the lock, however long its
+// initialisation takes.
+func TestInitialisationThatProgressesKeepsTheLock(t *testing.T) {
+	w := newWorld(t, fleet.Config{InitStallTimeout: 30 * time.Second})
+	ctx := context.Background()
+	a, b := w.host("a"), w.host("b")
+	working, release := make(chan struct{}), make(chan struct{})
+	aDone := make(chan error, 1)
+	go func() {
+		aDone <- a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+			close(working)
+			for {
+				select {
+				case <-release:
+					return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: "x", State: kinesisload.StateActive, Position: scan.TrimHorizon()}})
+				case <-time.After(time.Millisecond):
+					st.(kinesisload.InitProgresser).InitProgress() // a shard resolved
+				}
+			}
+		})
+	}()
+	<-working
+	bDone := make(chan error, 1)
+	go func() {
+		bDone <- b.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error { return nil })
+	}()
+	for range 60 { // 2 minutes of the fleet's time
+		w.advance(w.cfg.RenewInterval)
+		time.Sleep(2 * time.Millisecond)
+	}
+	select {
+	case err := <-bDone:
+		t.Fatalf("b's Initialise returned (%v) while a, working, held the lock", err)
+	default:
+	}
+	close(release)
+	if err := <-aDone; err != nil {
+		t.Fatalf("a: Initialise = %v", err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		w.advance(w.cfg.RenewInterval)
+		select {
+		case err := <-bDone:
+			if err != nil {
+				t.Fatalf("b: Initialise = %v", err)
+			}
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("b never saw a's commit")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A heartbeat whose write landed but whose answer was lost, and whose
+// read back failed too, is not counted as landed when the next beat
+// finds it: the fence runs from when that earlier beat began, not from
+// the later one. (Before the fix the later beat's start was taken, and
+// the host fenced itself a round late: its lease could expire elsewhere
+// while it still read.)
+func TestHeartbeatLandedEarlierCountsFromItsOwnStart(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	a := w.host("a")
+	w.seed(a, 1)
+	l := w.acquire(a, "shard-aa")
+	// The next beat lands; its answer and the read back are lost.
+	a.table.LoseAnswers(1)
+	a.table.FailReads(1)
+	w.advance(w.cfg.RenewInterval) // T: the beat that landed began here
+	landedAt := w.now.Load()
+	// Every later write is refused: no beat lands after T.
+	a.table.Refuse(1 << 30)
+	fence := w.cfg.LeaseDuration - w.cfg.LeaseDuration/3 // FenceMargin's default
+	// Just before T + fence: held. At T + fence: lost, whatever a later
+	// beat read back.
+	for time.Duration(w.now.Load()-landedAt)+w.cfg.RenewInterval < fence {
+		w.advance(w.cfg.RenewInterval)
+		if err := l.(kinesisload.LeaseChecker).Check(); err != nil {
+			t.Fatalf("lost %v after the beat that landed, before the fence: %v", time.Duration(w.now.Load()-landedAt), err)
+		}
+	}
+	a.table.Refuse(0)
+	a.table.FalseConflicts(1) // the next beat's condition fails: it finds the earlier one
+	w.now.Add(int64(fence) - (w.now.Load() - landedAt))
+	if err := l.(kinesisload.LeaseChecker).Check(); err == nil {
+		t.Fatalf("held %v after the last beat that landed began, past the fence (%v)", time.Duration(w.now.Load()-landedAt), fence)
+	}
+}
+
+// Hosts that balance by different rules are warned about.
+func TestHostsThatBalanceOtherwiseAreWarnedAbout(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	w.host("a")
+	w.host("b", func(c *fleet.Config) { c.BalanceBy = kinesisload.BalanceByThroughput })
+	w.advance(2 * w.cfg.RenewInterval)
+	if !strings.Contains(w.logs.String(), "balances by another rule") {
+		t.Errorf("no warning about a host balancing otherwise; log:\n%s", w.logs.String())
+	}
+}

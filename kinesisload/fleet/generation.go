@@ -1,0 +1,163 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tidemark/tidemark/kinesisload"
+)
+
+// This file is the stream's generations: the identity item names the
+// generation in force; a fleet-wide start-over (a stream re-created under
+// the name) moves it to the next, and the old generation's items stay as
+// its archive.
+
+// ErrIdentityMissing is wrapped by the error of a Join that finds no
+// identity item while a later generation than the first exists in the
+// table: the item was deleted by hand. Taking its absence for generation
+// 0 would make the host read the archive of a stream that no longer
+// exists, beside hosts of the generation in force.
+var ErrIdentityMissing = errors.New("fleet: the stream's identity item is missing, but a later generation exists")
+
+// readIdentity reads the stream's identity item (in the stream's own
+// partition), retrying transient errors.
+func (m *member) readIdentity(ctx context.Context) (identityItem, error) {
+	for attempt := 0; ; attempt++ {
+		it, err := m.c.table.Get(ctx, m.stream, keyIdentity)
+		if err == nil {
+			ii, err := decodeIdentity(it)
+			if err != nil {
+				return ii, fmt.Errorf("fleet: stream %s: %w", m.stream, err)
+			}
+			return ii, nil
+		}
+		if fatal(err) {
+			return identityItem{}, fmt.Errorf("fleet: stream %s: reading the identity item: %w", m.stream, err)
+		}
+		if err := sleep(ctx, backoff(attempt)); err != nil {
+			return identityItem{}, err
+		}
+	}
+}
+
+// checkNoLaterGeneration refuses a stream whose identity item is absent
+// while a later generation than the first has items: the identity item
+// was deleted by hand (see [ErrIdentityMissing]).
+func (m *member) checkNoLaterGeneration(ctx context.Context) error {
+	last := uint64(0)
+	for gen := uint64(1); ; gen++ {
+		found := false
+		for _, key := range []string{keyInit, keyRoster} {
+			it, err := m.c.table.Get(ctx, partition(m.stream, gen), key)
+			if err != nil {
+				return fmt.Errorf("fleet: stream %s: looking for generation %d: %w", m.stream, gen, err)
+			}
+			found = found || it.Exists()
+		}
+		if !found {
+			break
+		}
+		last = gen
+	}
+	if last == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: stream %s has items of generation %d (partition %s) but no identity item in partition %s: "+
+		"restore the identity item (key %q) naming the stream the fleet reads and \"gen\" = %d (the archived generations, if known, in \"archived\"), "+
+		"for example from an export made before, or from Coordinator.Inspect of a host still running; nothing was read or written",
+		ErrIdentityMissing, m.stream, last, partition(m.stream, last), m.stream, keyIdentity, last)
+}
+
+// readGen checks the generation in force after a round's read (the
+// identity item: in snap for generation 0, read apart otherwise) and
+// voids the session when the fleet started over; a round that began at
+// began and could not read it counts towards genDue. It reports whether
+// the round may go on: the generation was read, and is the session's.
+func (m *member) readGen(began time.Time, snap *snapshot) bool {
+	var ii identityItem
+	var err error
+	switch {
+	case snap != nil && m.gen == 0:
+		ii = snap.ident
+	default:
+		ctx, cancel := m.callCtx()
+		var it Item
+		if it, err = m.c.table.Get(ctx, m.stream, keyIdentity); err == nil {
+			ii, err = decodeIdentity(it)
+		}
+		cancel()
+	}
+	if fatal(err) {
+		m.fail("reading the identity item", err)
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case err == nil:
+		m.genBad = time.Time{}
+	case m.genBad.IsZero():
+		m.genBad = began
+	}
+	if err != nil {
+		return false
+	}
+	if ii.gen > m.gen {
+		m.voidWith(ii)
+		return false
+	}
+	return m.over == nil
+}
+
+// voidLocked voids the session when the roster of its generation names a
+// later one (see voidWith). m.mu must be held.
+func (m *member) voidLocked(next uint64) {
+	m.voidWith(identityItem{gen: next})
+}
+
+// voidWith ends the session when ii, the identity item as read, is of a
+// later generation than the session's: every lease is lost
+// ([kinesisload.LostStartedOver]), and Acquire returns the error, which
+// wraps a [*kinesisload.StreamMismatchError]. m.mu must be held.
+func (m *member) voidWith(ii identityItem) {
+	if ii.gen <= m.gen || m.over != nil && !(m.voided && m.overID.IsZero() && !ii.id.IsZero()) {
+		return
+	}
+	// (A session voided by the roster's mark knows the new identity
+	// once it reads the identity item: its error says it then.)
+	m.voided, m.overID = true, ii.id
+	var old kinesisload.StreamIdentity
+	for _, a := range ii.archived {
+		if a.Gen == m.gen {
+			old = a.Identity
+		}
+	}
+	m.over = fmt.Errorf("fleet: stream %s: the fleet started over in generation %d, on the stream re-created under the name; "+
+		"this session belongs to generation %d: %w", m.stream, ii.gen, m.gen,
+		&kinesisload.StreamMismatchError{Stream: m.stream, Stored: old, Current: ii.id})
+	reason := fmt.Sprintf("the fleet started over in generation %d (the stream was re-created)", ii.gen)
+	for _, l := range m.held {
+		m.lose(l, kinesisload.LostStartedOver, reason)
+	}
+	for _, l := range m.granted {
+		l.markLost(kinesisload.LostStartedOver, reason)
+	}
+	m.granted = nil
+	m.signal()
+}
+
+// void reads the identity item and voids the session when its generation
+// is past the session's; it returns the session's error (nil while its
+// generation is in force).
+func (m *member) void(ctx context.Context) error {
+	ii, err := m.readIdentity(ctx)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.voidWith(ii)
+	return m.over
+}

@@ -1,0 +1,476 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/tidemark/tidemark/kinesisload"
+)
+
+// This file is a host's heartbeat: its entry in its generation's roster
+// item (one conditional write per round, which answers with every host's
+// entry), the count of its changes that tells the others to read the
+// table again, and its positions (one write per round for all its shards).
+
+// chunkEntries is the most positions one chunk item holds (about 100 KB,
+// far below DynamoDB's 400 KB item limit): a host holding more shards
+// writes several chunks.
+const chunkEntries = 1000
+
+// register writes the roster entry at Join: a beat afresh or after the
+// entry an earlier life of this host left, with left cleared.
+func (m *member) register(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		it, err := m.c.table.Get(ctx, m.part, keyRoster)
+		if err == nil {
+			var r roster
+			if r, err = decodeRoster(it); err != nil {
+				return fmt.Errorf("fleet: host %s joining stream %s: %w", m.me, m.stream, err)
+			}
+			if r.next > m.gen {
+				// The roster says the fleet left this generation:
+				// the identity item lags (a start-over half done).
+				return fmt.Errorf("fleet: stream %s: generation %d was started over (its roster names generation %d) but the identity item still names it: retry", m.stream, m.gen, r.next)
+			}
+			m.mu.Lock()
+			if b, ok := r.beats[m.me]; ok {
+				m.entry, m.entryKnown = b, true
+				m.changes = b.changes
+			} else {
+				m.entry, m.entryKnown = beat{}, true
+			}
+			m.mu.Unlock()
+			m.beat()
+			m.mu.Lock()
+			landed := !m.lastOK.IsZero()
+			over := m.over
+			m.mu.Unlock()
+			if over != nil {
+				return over
+			}
+			if landed {
+				return nil
+			}
+		} else if fatal(err) {
+			return fmt.Errorf("fleet: host %s joining stream %s: reading the roster: %w", m.me, m.stream, err)
+		}
+		if err := sleep(ctx, backoff(attempt)); err != nil {
+			return fmt.Errorf("fleet: host %s joining stream %s: %w", m.me, m.stream, err)
+		}
+	}
+}
+
+// beat writes our roster entry with the next counter, on condition that
+// the entry is the one we last wrote (a write whose answer was lost is
+// read back), observes every other host's entry in the answer, fences
+// the host when no beat landed for too long, and writes the positions
+// when they are due.
+func (m *member) beat() {
+	m.beatMu.Lock()
+	defer m.beatMu.Unlock()
+	m.mu.Lock()
+	if m.left {
+		m.mu.Unlock()
+		return
+	}
+	began := m.c.now()
+	if m.c.cfg.BalanceBy == kinesisload.BalanceByThroughput {
+		// The rates, published with the load in the beat and with the
+		// positions (written at least once a lease duration).
+		for _, l := range m.held {
+			l.meter.Tick(began)
+		}
+		if began.Sub(m.flushedAt) >= m.c.cfg.LeaseDuration {
+			m.dirty = true
+		}
+	}
+	next := m.nextEntry()
+	next.counter = max(m.entry.counter, m.maxTried()) + 1
+	m.tried[next.counter] = began
+	m.mu.Unlock()
+	m.writeEntry(next, began)
+	m.mu.Lock()
+	m.checkFence()
+	m.mu.Unlock()
+	m.flush(false)
+	m.keepLock()
+}
+
+// nextEntry is our entry as the next write makes it: the counter as it
+// is, the changes made so far, what we balance by and our load. m.mu must
+// be held.
+func (m *member) nextEntry() beat {
+	next := beat{counter: m.entry.counter, changes: m.changes, by: m.c.cfg.BalanceBy}
+	if m.c.cfg.BalanceBy == kinesisload.BalanceByThroughput {
+		for _, l := range m.held {
+			next.load += kinesisload.Weight(l.meter.Rate())
+		}
+	}
+	return next
+}
+
+func (m *member) maxTried() uint64 {
+	var n uint64
+	for c := range m.tried {
+		n = max(n, c)
+	}
+	return n
+}
+
+// writeEntry writes next as our roster entry, conditional on the entry we
+// know, and settles what we know from the answer or a read back: a beat
+// whose counter we tried landed when it began (not when this write
+// began: an earlier write whose answer was lost may be the one that
+// landed). Called with m.beatMu held.
+func (m *member) writeEntry(next beat, began time.Time) {
+	cfg := m.c.cfg
+	m.mu.Lock()
+	old := ""
+	if m.entryKnown && (m.entry.counter > 0 || m.entry.changes > 0) {
+		old = m.entry.String()
+	}
+	fenceAt := m.lastOK.Add(cfg.LeaseDuration - cfg.FenceMargin)
+	m.mu.Unlock()
+	timeout := cfg.CallTimeout
+	if !cfg.ManualRounds {
+		// The call must not outlive the moment we fence: after it, the
+		// fence is checked.
+		if d := fenceAt.Sub(began); d > 0 && d < timeout {
+			timeout = d
+		}
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, timeout)
+	defer cancel()
+	it, err := m.c.table.SetEntry(ctx, m.part, keyRoster, fieldBeats, m.me, old, next.String())
+	if fatal(err) {
+		m.fail("writing the heartbeat", err)
+		return
+	}
+	if err != nil {
+		// Refused or unknown: read back what our entry is.
+		if it, err = m.c.table.Get(ctx, m.part, keyRoster); err != nil {
+			if fatal(err) {
+				m.fail("reading the roster", err)
+			}
+			return
+		}
+	}
+	r, derr := decodeRoster(it)
+	if derr != nil {
+		m.fail("reading the roster", derr)
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if got, ok := r.beats[m.me]; ok {
+		if at, tried := m.tried[got.counter]; tried && !got.left {
+			// The beat of that counter landed (counters are never
+			// tried twice), when it began: this write's, or an
+			// earlier one whose answer was lost.
+			if at.After(m.lastOK) {
+				m.lastOK = at
+			}
+			for c := range m.tried {
+				if c <= got.counter {
+					delete(m.tried, c)
+				}
+			}
+		}
+		m.entry, m.entryKnown = got, true
+	} else {
+		// Removed (collected) while we were away: write it afresh.
+		m.entry, m.entryKnown = beat{}, true
+	}
+	if m.fenced && !m.fenceDue(m.c.now()) {
+		m.fenced = false
+	}
+	m.observe(r)
+}
+
+// observe takes in every other host's beat as the roster shows it, on our
+// clock: a counter that moved resets its time, changes that moved ask for
+// a read of the table. m.mu must be held.
+func (m *member) observe(r roster) {
+	now := m.c.now()
+	if r.next > m.gen {
+		m.voidLocked(r.next)
+		return
+	}
+	for id, b := range r.beats {
+		if id == m.me {
+			continue
+		}
+		s, ok := m.seen[id]
+		if !ok || s.counter == unknownCounter || s.counter != b.counter || s.left != b.left {
+			at := now
+			if ok && s.counter == b.counter && s.left == b.left {
+				at = s.at
+			}
+			if !ok || s.changes != b.changes || s.left != b.left {
+				m.needRead = true // a new host, a change, or one that left
+			}
+			m.seen[id] = seen{counter: b.counter, changes: b.changes, left: b.left, load: b.load, raw: r.raw[id], at: at}
+		} else {
+			if s.changes != b.changes {
+				m.needRead = true
+			}
+			s.changes, s.load, s.raw = b.changes, b.load, r.raw[id]
+			m.seen[id] = s
+		}
+		if b.by != m.c.cfg.BalanceBy && !b.left && !m.warned[id] {
+			m.warned[id] = true
+			m.c.cfg.Logger.Warn("fleet: a host balances by another rule: every host of a fleet must use the same BalanceBy",
+				"stream", m.stream, "host", id, "its", b.by, "ours", m.c.cfg.BalanceBy)
+		}
+	}
+	for id := range m.seen {
+		if _, ok := r.beats[id]; !ok && m.seen[id].counter != unknownCounter {
+			delete(m.seen, id) // collected
+		}
+	}
+}
+
+// changed records a change of ours to the table (a lease taken, released
+// or asked for, a state advanced, a shard added): our entry's changes
+// grow at once, so that every host reads the table at its next round.
+func (m *member) changed() {
+	m.beatMu.Lock()
+	defer m.beatMu.Unlock()
+	m.mu.Lock()
+	m.changes++
+	if m.left {
+		m.mu.Unlock()
+		return
+	}
+	next := m.nextEntry()
+	began := m.c.now()
+	m.mu.Unlock()
+	// The counter stays: this is not a heartbeat (writeEntry counts it
+	// as one only if its counter is one we tried).
+	m.writeEntry(next, began)
+}
+
+// markLeft marks our roster entry left: idempotent, so retried a few
+// times; when it does not land the beat expires instead.
+func (m *member) markLeft(ctx context.Context) error {
+	var err error
+	for attempt := range 3 {
+		m.mu.Lock()
+		next := m.nextEntry()
+		next.left = true
+		old := ""
+		if m.entryKnown && (m.entry.counter > 0 || m.entry.changes > 0) {
+			old = m.entry.String()
+		}
+		m.mu.Unlock()
+		cctx, cancel := context.WithTimeout(ctx, m.c.cfg.CallTimeout)
+		var it Item
+		it, err = m.c.table.SetEntry(cctx, m.part, keyRoster, fieldBeats, m.me, old, next.String())
+		if err != nil && !fatal(err) {
+			it, err = m.c.table.Get(cctx, m.part, keyRoster)
+			if err == nil {
+				if r, derr := decodeRoster(it); derr == nil {
+					b, ok := r.beats[m.me]
+					switch {
+					case !ok || b.left:
+						cancel()
+						return nil
+					default:
+						m.mu.Lock()
+						m.entry, m.entryKnown = b, true
+						m.mu.Unlock()
+						err = errors.New("our roster entry moved")
+					}
+				}
+			}
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if fatal(err) || sleep(ctx, backoff(attempt)) != nil {
+			break
+		}
+	}
+	return fmt.Errorf("fleet: host %s leaving stream %s: %w (its heartbeat expires instead)", m.me, m.stream, err)
+}
+
+// flush writes the positions of our leases, one entry per shard, in
+// chunks of chunkEntries, when a Commit moved one since the last write
+// and CheckpointInterval passed (force: at once). A chunk whose write
+// fails stays dirty: the next round writes it again. Called with
+// m.beatMu held (by the beat), or by Leave after the rounds stopped.
+func (m *member) flush(force bool) {
+	m.mu.Lock()
+	now := m.c.now()
+	if m.left && !force || !m.dirty || !force && now.Sub(m.flushedAt) < m.c.cfg.CheckpointInterval {
+		m.mu.Unlock()
+		return
+	}
+	entries := make(map[string]string, len(m.held)+len(m.orphans))
+	for id, e := range m.orphans {
+		entries[id] = e.String()
+	}
+	for id, l := range m.held {
+		if e, ok := l.entry(); ok {
+			entries[id] = e.String()
+		}
+	}
+	versions := slices.Clone(m.posVersions)
+	m.dirty = false
+	m.mu.Unlock()
+	ids := slices.Sorted(maps.Keys(entries))
+	var chunks []map[string]string
+	for c := range slices.Chunk(ids, chunkEntries) {
+		ch := make(map[string]string, len(c))
+		for _, id := range c {
+			ch[id] = entries[id]
+		}
+		chunks = append(chunks, ch)
+	}
+	if len(chunks) == 0 {
+		chunks = append(chunks, map[string]string{}) // no lease left: an empty chunk
+	}
+	ok := true
+	pp := posPartition(m.part, m.me)
+	for i, ch := range chunks {
+		v := uint64(0)
+		if i < len(versions) {
+			v = versions[i]
+		}
+		ctx, cancel := m.callCtx()
+		stored, err := m.c.table.Put(ctx, Item{Partition: pp, Key: prefixPos + strconv.Itoa(i), Version: v, Maps: map[string]map[string]string{fieldPos: ch}})
+		if err != nil && !fatal(err) {
+			// Read back the version: the write landed (its answer was
+			// lost), or an earlier life of ours wrote the chunk.
+			if got, gerr := m.c.table.Get(ctx, pp, prefixPos+strconv.Itoa(i)); gerr == nil {
+				if same := got.Exists() && maps.Equal(got.Maps[fieldPos], ch); same {
+					stored, err = got, nil
+				} else {
+					v = got.Version
+				}
+			}
+		}
+		cancel()
+		switch {
+		case fatal(err):
+			m.fail("writing the positions", err)
+			return
+		case err != nil:
+			ok = false
+		}
+		for len(versions) <= i {
+			versions = append(versions, 0)
+		}
+		if err == nil {
+			versions[i] = stored.Version
+		} else {
+			versions[i] = v
+		}
+	}
+	// Chunks past the ones written hold shards we no longer have.
+	for i := len(chunks); i < len(versions); i++ {
+		if versions[i] == 0 {
+			continue
+		}
+		ctx, cancel := m.callCtx()
+		err := m.c.table.Delete(ctx, pp, prefixPos+strconv.Itoa(i), versions[i])
+		cancel()
+		if err == nil || errors.Is(err, ErrConflict) {
+			versions[i] = 0
+		}
+	}
+	for len(versions) > len(chunks) && versions[len(versions)-1] == 0 {
+		versions = versions[:len(versions)-1]
+	}
+	m.mu.Lock()
+	m.posVersions = versions
+	if ok {
+		m.flushedAt = now
+	} else {
+		m.dirty = true
+	}
+	m.mu.Unlock()
+}
+
+// dropPositions deletes our positions once every lease is released: they
+// hold nothing another host needs. Best effort.
+func (m *member) dropPositions(ctx context.Context) {
+	pp := posPartition(m.part, m.me)
+	cctx, cancel := context.WithTimeout(ctx, m.c.cfg.CallTimeout)
+	defer cancel()
+	items, err := m.c.table.Query(cctx, pp)
+	if err != nil {
+		return
+	}
+	for _, it := range items {
+		_ = m.c.table.Delete(cctx, pp, it.Key, it.Version)
+	}
+}
+
+// recover folds into the shard items the positions an earlier life of
+// this host (the same HostID, restarted) left in its chunks, for the
+// shards the items still name it the owner of at that epoch, so that the
+// chunks can be written afresh: this life reclaims those shards from the
+// items.
+func (m *member) recover(ctx context.Context) error {
+	pp := posPartition(m.part, m.me)
+	items, err := m.c.table.Query(ctx, pp)
+	if err != nil {
+		if fatal(err) {
+			return fmt.Errorf("fleet: host %s joining stream %s: reading its positions: %w", m.me, m.stream, err)
+		}
+		return nil // unknown: the chunks stay; a takeover reads them
+	}
+	entries, err := decodePositions(items)
+	if err != nil {
+		return err
+	}
+	for _, id := range slices.Sorted(maps.Keys(entries)) {
+		e := entries[id]
+		err := m.update(ctx, id, nil, func(s *shardItem) *shardItem {
+			if !s.exists() || s.owner != m.me || s.epoch != e.epoch {
+				return nil
+			}
+			p := kinesisload.MergeProgress(s.prog, kinesisload.ShardProgress{ShardID: id, Position: e.pos})
+			if same(p, s.prog) {
+				return nil
+			}
+			return s.with(p, "")
+		})
+		if err != nil {
+			return fmt.Errorf("fleet: host %s joining stream %s: folding its positions into shard %s: %w", m.me, m.stream, id, err)
+		}
+	}
+	m.mu.Lock()
+	for _, it := range items {
+		i, err := strconv.Atoi(it.Key[len(prefixPos):])
+		if err != nil || i < 0 || i > 1<<20 {
+			continue
+		}
+		for len(m.posVersions) <= i {
+			m.posVersions = append(m.posVersions, 0)
+		}
+		m.posVersions[i] = it.Version
+	}
+	m.dirty = len(items) > 0 // written afresh at the first round
+	m.mu.Unlock()
+	return nil
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,452 @@
+package fleet
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// The table's layout. A stream's generation has a partition of its own
+// (see partition), which holds its items: the initialisation item, the
+// roster (every host's heartbeat, in one item), and one item per shard.
+// The stream's own partition (generation 0's) also holds the identity
+// item, which names the generation in force. Each host's positions (the
+// group commit of the positions it reached, written once a round) are in
+// a partition of their own per host and generation (see posPartition), so
+// that their writes do not load the stream's partition key.
+//
+// The names and encodings of the identity, init and shard items are those
+// of the tables kinesisload/dynamo wrote before the protocol moved here, so
+// that such a table is read as it is. (Its hosts' heartbeat items,
+// "host#<id>", are not written any more.)
+const (
+	keyIdentity = "identity"
+	keyInit     = "init"
+	keyRoster   = "roster"
+	prefixShard = "shard#"
+	prefixHost  = "host#" // heartbeats of an older version (read only)
+	prefixPos   = "pos#"
+
+	fieldBeats = "beats" // the roster's map: host → its beat
+	fieldPos   = "pos"   // a positions chunk's map: shard → its position
+	fieldPend  = "pend"  // a shard item's map: init batch token → progress
+
+	// entryGen is the roster entry of a generation the fleet left: the
+	// generation that replaced it.
+	entryGen = "#gen"
+)
+
+// ErrBadItem is wrapped by the error for an item of the table that cannot
+// be decoded (edited by hand, or written by an incompatible version): no
+// retry fixes it, so the session stops with it (naming the item and the
+// attribute) instead of retrying for ever.
+var ErrBadItem = errors.New("fleet: an item of the table cannot be decoded")
+
+func badItem(it Item, format string, args ...any) error {
+	return fmt.Errorf("%w: %s/%s: %s", ErrBadItem, it.Partition, it.Key, fmt.Sprintf(format, args...))
+}
+
+// partition names the partition of stream's generation gen: the stream's
+// name for generation 0 (as before generations existed), name#genN after
+// N start-overs ('#' is in no stream name).
+func partition(stream string, gen uint64) string {
+	if gen == 0 {
+		return stream
+	}
+	return fmt.Sprintf("%s#gen%d", stream, gen)
+}
+
+// posPartition names the partition of host's positions in the generation
+// whose partition is part.
+func posPartition(part, host string) string { return part + "#pos#" + host }
+
+// epochBase is where the epochs of generation gen start: a lease of a
+// later generation has an epoch above every one of the earlier (2^32
+// owner changes per shard and generation), so that the epoch grows across
+// a start-over too, and a TransactionalSink fencing by it refuses a late
+// batch of the old generation's owner.
+func epochBase(gen uint64) uint64 { return gen << 32 }
+
+func parseUint(it Item, field string) (uint64, error) {
+	v := it.Field(field)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, badItem(it, "attribute %s = %q: %v", field, v, err)
+	}
+	return n, nil
+}
+
+func parseTime(it Item, field string) (time.Time, error) {
+	v := it.Field(field)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, badItem(it, "attribute %s = %q: %v", field, v, err)
+	}
+	return t, nil
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// setField sets or (for "") removes a field.
+func setField(it *Item, name, value string) {
+	if value == "" {
+		delete(it.Fields, name)
+		return
+	}
+	if it.Fields == nil {
+		it.Fields = map[string]string{}
+	}
+	it.Fields[name] = value
+}
+
+// Generation is one generation of a stream's progress in the table: the
+// progress made on one stream of the name, from its initialisation until
+// a host started the fleet over on a stream re-created under the name.
+type Generation struct {
+	// Gen counts the start-overs before it: 0 is the first.
+	Gen uint64 `json:"gen"`
+	// Identity is the stream the generation read (zero when it was
+	// started over before an identity was stored).
+	Identity kinesisload.StreamIdentity `json:"identity"`
+	// ReplacedBy is the stream of the next generation; zero for the
+	// current one.
+	ReplacedBy kinesisload.StreamIdentity `json:"replaced_by"`
+}
+
+// identityItem is the stream's identity item: the identity of the stream
+// the current generation reads, the generation, and the generations
+// archived by start-overs.
+type identityItem struct {
+	item     Item
+	id       kinesisload.StreamIdentity
+	gen      uint64
+	archived []Generation
+}
+
+func decodeIdentity(it Item) (identityItem, error) {
+	ii := identityItem{item: it, id: kinesisload.StreamIdentity{ARN: it.Field("arn")}}
+	if !it.Exists() {
+		return ii, nil
+	}
+	var err error
+	if ii.id.Created, err = parseTime(it, "created"); err != nil {
+		return ii, err
+	}
+	if ii.gen, err = parseUint(it, "gen"); err != nil {
+		return ii, err
+	}
+	if raw := it.Field("archived"); raw != "" {
+		if err := json.Unmarshal([]byte(raw), &ii.archived); err != nil {
+			return ii, badItem(it, "attribute archived: %v", err)
+		}
+	}
+	return ii, nil
+}
+
+func (ii identityItem) encode(stream string) Item {
+	it := Item{Partition: stream, Key: keyIdentity, Version: ii.item.Version}
+	setField(&it, "arn", ii.id.ARN)
+	setField(&it, "created", formatTime(ii.id.Created))
+	if ii.gen > 0 {
+		setField(&it, "gen", strconv.FormatUint(ii.gen, 10))
+	}
+	if len(ii.archived) > 0 {
+		b, _ := json.Marshal(ii.archived) // plain values: cannot fail
+		setField(&it, "archived", string(b))
+	}
+	return it
+}
+
+// initItem is a generation's initialisation decision: the lock, the commit
+// naming the batch whose pending positions are visible, and T0, the start
+// time the first lock holder saved (kept by every later holder, so that a
+// host taking over from one that died resolves LATEST at the first T0).
+type initItem struct {
+	item                 Item
+	lockOwner, lockToken string
+	committed            string
+	t0                   time.Time
+	// progress counts the holder's signs of progress under the lock
+	// (see lockProgress): a holder whose count stands still for
+	// Config.InitStallTimeout in another host's view loses the lock.
+	progress uint64
+}
+
+func decodeInit(it Item) (initItem, error) {
+	ii := initItem{item: it, lockOwner: it.Field("lockOwner"), lockToken: it.Field("lockToken"), committed: it.Field("committed")}
+	var err error
+	if ii.t0, err = parseTime(it, "t0"); err != nil {
+		return ii, err
+	}
+	if ii.progress, err = parseUint(it, "progress"); err != nil {
+		return ii, err
+	}
+	return ii, nil
+}
+
+func (ii initItem) encode(part string) Item {
+	it := Item{Partition: part, Key: keyInit, Version: ii.item.Version}
+	setField(&it, "lockOwner", ii.lockOwner)
+	setField(&it, "lockToken", ii.lockToken)
+	setField(&it, "committed", ii.committed)
+	setField(&it, "t0", formatTime(ii.t0))
+	if ii.progress > 0 {
+		setField(&it, "progress", strconv.FormatUint(ii.progress, 10))
+	}
+	return it
+}
+
+// shardItem is a shard's item: its owner and fencing epoch, a handoff
+// request, its progress (lineage, state, and the position of its last
+// release or state change: the owner's latest position is in its
+// positions chunk), and the pending progress of initialisation batches.
+type shardItem struct {
+	id      string
+	item    Item
+	owner   string
+	epoch   uint64
+	handoff string
+	prog    kinesisload.ShardProgress
+	// pend holds the positions saved by initialisations, by batch
+	// token; only the committed batch's count.
+	pend map[string]kinesisload.ShardProgress
+	// rate is the shard's rate in bytes/s when its owner released it
+	// (balancing by throughput), to seed the next owner's.
+	rate float64
+}
+
+func (s *shardItem) exists() bool { return s.item.Exists() }
+
+// visible is the item's progress as every host sees it, given the
+// committed initialisation batch.
+func (s *shardItem) visible(committed string) kinesisload.ShardProgress {
+	p := s.prog
+	if committed != "" {
+		if q, ok := s.pend[committed]; ok {
+			p = kinesisload.MergeProgress(p, q)
+		}
+	}
+	p.ShardID = s.id
+	p.Parents = slices.Clone(p.Parents)
+	return p
+}
+
+// with returns a copy of s whose progress is p, the pending positions
+// dropped once the committed batch is known (they are in p).
+func (s *shardItem) with(p kinesisload.ShardProgress, committed string) *shardItem {
+	n := *s
+	n.prog = p
+	if committed != "" {
+		n.pend = nil
+	}
+	return &n
+}
+
+func shardID(key string) (string, bool) { return strings.CutPrefix(key, prefixShard) }
+
+func decodeShard(it Item) (*shardItem, error) {
+	id, _ := shardID(it.Key)
+	s := &shardItem{id: id, item: it, owner: it.Field("owner"), handoff: it.Field("handoff")}
+	var err error
+	if s.epoch, err = parseUint(it, "epoch"); err != nil {
+		return nil, err
+	}
+	if v := it.Field("rate"); v != "" {
+		if r, err := strconv.ParseFloat(v, 64); err == nil && r > 0 {
+			s.rate = r
+		}
+	}
+	if raw := it.Field("prog"); raw != "" {
+		if err := json.Unmarshal([]byte(raw), &s.prog); err != nil {
+			return nil, badItem(it, "attribute prog (the shard's progress): %v", err)
+		}
+	}
+	s.prog.ShardID = id
+	for tok, raw := range it.Maps[fieldPend] {
+		var p kinesisload.ShardProgress
+		if err := json.Unmarshal([]byte(raw), &p); err != nil {
+			return nil, badItem(it, "attribute pend[%s] (pending progress): %v", tok, err)
+		}
+		p.ShardID = id
+		if s.pend == nil {
+			s.pend = map[string]kinesisload.ShardProgress{}
+		}
+		s.pend[tok] = p
+	}
+	return s, nil
+}
+
+func (s *shardItem) encode(part string) Item {
+	it := Item{Partition: part, Key: prefixShard + s.id, Version: s.item.Version}
+	setField(&it, "epoch", strconv.FormatUint(s.epoch, 10))
+	setField(&it, "owner", s.owner)
+	setField(&it, "handoff", s.handoff)
+	if s.rate > 0 {
+		setField(&it, "rate", strconv.FormatFloat(s.rate, 'f', 0, 64))
+	}
+	prog, _ := json.Marshal(s.prog) // ShardProgress marshals always
+	setField(&it, "prog", string(prog))
+	if len(s.pend) > 0 {
+		m := make(map[string]string, len(s.pend))
+		for tok, p := range s.pend {
+			b, _ := json.Marshal(p)
+			m[tok] = string(b)
+		}
+		it.Maps = map[string]map[string]string{fieldPend: m}
+	}
+	return it
+}
+
+// beat is a host's entry in the roster: its heartbeat counter, how many
+// changes it made to the table (a host that sees it move reads the table
+// again), what it balances by and the load it holds, and whether it left.
+type beat struct {
+	counter uint64
+	changes uint64
+	by      kinesisload.BalanceBy
+	load    float64 // the sum of its shards' weights (BalanceByThroughput)
+	left    bool
+}
+
+func (b beat) String() string {
+	s := fmt.Sprintf("c=%d v=%d", b.counter, b.changes)
+	if b.by != kinesisload.BalanceByCount {
+		s += fmt.Sprintf(" b=%d", b.by)
+	}
+	if b.load > 0 {
+		s += " w=" + strconv.FormatFloat(b.load, 'f', 0, 64)
+	}
+	if b.left {
+		s += " left"
+	}
+	return s
+}
+
+func parseBeat(v string) (beat, error) {
+	var b beat
+	for f := range strings.FieldsSeq(v) {
+		if f == "left" {
+			b.left = true
+			continue
+		}
+		k, val, ok := strings.Cut(f, "=")
+		if !ok {
+			return b, fmt.Errorf("beat %q: %q is not key=value", v, f)
+		}
+		var err error
+		switch k {
+		case "c":
+			b.counter, err = strconv.ParseUint(val, 10, 64)
+		case "v":
+			b.changes, err = strconv.ParseUint(val, 10, 64)
+		case "b":
+			var n int
+			n, err = strconv.Atoi(val)
+			b.by = kinesisload.BalanceBy(n)
+		case "w":
+			b.load, err = strconv.ParseFloat(val, 64)
+		}
+		if err != nil {
+			return b, fmt.Errorf("beat %q: %s: %v", v, k, err)
+		}
+	}
+	return b, nil
+}
+
+// roster is the roster item decoded: every host's beat, and the
+// generation that replaced this one (0: none).
+type roster struct {
+	beats map[string]beat
+	raw   map[string]string // the entries as stored, for conditions
+	next  uint64
+}
+
+func decodeRoster(it Item) (roster, error) {
+	r := roster{beats: map[string]beat{}, raw: map[string]string{}}
+	for host, v := range it.Maps[fieldBeats] {
+		if host == entryGen {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return r, badItem(it, "entry %s = %q: %v", entryGen, v, err)
+			}
+			r.next = n
+			continue
+		}
+		b, err := parseBeat(v)
+		if err != nil {
+			return r, badItem(it, "host %s: %v", host, err)
+		}
+		r.beats[host], r.raw[host] = b, v
+	}
+	return r, nil
+}
+
+// posEntry is one shard's entry in its owner's positions chunk: the lease
+// epoch it was committed under, the position, and the shard's rate.
+type posEntry struct {
+	epoch uint64
+	pos   scan.Position
+	rate  float64
+}
+
+func (e posEntry) String() string {
+	s := strconv.FormatUint(e.epoch, 10) + " " + e.pos.String()
+	if e.rate > 0 {
+		s += " " + strconv.FormatFloat(e.rate, 'f', 0, 64)
+	}
+	return s
+}
+
+func parsePosEntry(v string) (posEntry, error) {
+	var e posEntry
+	f := strings.Fields(v)
+	if len(f) < 2 || len(f) > 3 {
+		return e, fmt.Errorf("position %q: want \"epoch position [rate]\"", v)
+	}
+	var err error
+	if e.epoch, err = strconv.ParseUint(f[0], 10, 64); err != nil {
+		return e, fmt.Errorf("position %q: epoch: %v", v, err)
+	}
+	if e.pos, err = scan.Parse(f[1]); err != nil {
+		return e, fmt.Errorf("position %q: %v", v, err)
+	}
+	if len(f) == 3 {
+		if e.rate, err = strconv.ParseFloat(f[2], 64); err != nil {
+			return e, fmt.Errorf("position %q: rate: %v", v, err)
+		}
+	}
+	return e, nil
+}
+
+// decodePositions decodes the chunks of a host's positions partition.
+func decodePositions(items []Item) (map[string]posEntry, error) {
+	out := map[string]posEntry{}
+	for _, it := range items {
+		for shard, v := range it.Maps[fieldPos] {
+			e, err := parsePosEntry(v)
+			if err != nil {
+				return nil, badItem(it, "shard %s: %v", shard, err)
+			}
+			out[shard] = e
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,489 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidemark/tidemark/kinesisload"
+)
+
+// sharedStore is the shared progress of a stream, through one member: its
+// Load shows what is committed, its Save merges into the shard items.
+type sharedStore struct{ m *member }
+
+var (
+	_ kinesisload.PositionStore = sharedStore{}
+	_ kinesisload.Pruner        = sharedStore{}
+)
+
+func (st sharedStore) check(ctx context.Context, stream string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if stream != st.m.stream {
+		return fmt.Errorf("fleet: the membership of stream %s used for stream %s", st.m.stream, stream)
+	}
+	return nil
+}
+
+// snapshot reads the stream's partition, retrying transient errors, and
+// takes it as the member's view.
+func (m *member) snapshot(ctx context.Context) (*snapshot, error) {
+	for attempt := 0; ; attempt++ {
+		snap, err := query(ctx, m.c.table, m.part)
+		if err == nil {
+			m.mu.Lock()
+			if snap.init.committed != "" {
+				m.committed = snap.init.committed
+			}
+			m.shards, m.lastRead = maps.Clone(snap.shards), m.c.now()
+			m.mu.Unlock()
+			return snap, nil
+		}
+		if fatal(err) {
+			return nil, fmt.Errorf("fleet: stream %s: reading the table: %w", m.stream, err)
+		}
+		if err := sleep(ctx, backoff(attempt)); err != nil {
+			return nil, fmt.Errorf("fleet: stream %s: reading the table: %w", m.stream, err)
+		}
+	}
+}
+
+// Load implements [kinesisload.PositionStore]: one read of the stream's
+// partition; only the committed initialisation batch's positions count.
+// The positions are those of the shard items: a shard's owner may be
+// further, in its positions (a lease's Progress says where it resumes).
+func (st sharedStore) Load(ctx context.Context, stream string) (map[string]kinesisload.ShardProgress, error) {
+	if err := st.check(ctx, stream); err != nil {
+		return nil, err
+	}
+	snap, err := st.m.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]kinesisload.ShardProgress{}
+	for id, s := range snap.shards {
+		p := s.visible(snap.init.committed)
+		if p.State == 0 && p.Position.Kind == 0 && len(p.Parents) == 0 {
+			continue // pending only: invisible
+		}
+		out[id] = p
+	}
+	return out, nil
+}
+
+// Save implements [kinesisload.PositionStore]: each update is merged into
+// its shard's item by a conditional write (on the item's version, from
+// the member's view or a read of that item alone); an update that changes
+// nothing is not written.
+func (st sharedStore) Save(ctx context.Context, stream string, updates []kinesisload.ShardProgress) error {
+	if err := st.check(ctx, stream); err != nil {
+		return err
+	}
+	return st.m.saveEach(ctx, updates, func(s *shardItem, committed string, u kinesisload.ShardProgress) *shardItem {
+		v := s.visible(committed)
+		nv := kinesisload.MergeProgress(v, u)
+		if s.exists() && same(nv, v) {
+			return nil
+		}
+		return s.with(nv, committed)
+	})
+}
+
+// saveEach applies mutate to the item of every update, and records one
+// change for all of them.
+func (m *member) saveEach(ctx context.Context, updates []kinesisload.ShardProgress, mutate func(s *shardItem, committed string, u kinesisload.ShardProgress) *shardItem) error {
+	for _, u := range updates {
+		if u.ShardID == "" {
+			return fmt.Errorf("fleet: save to stream %s: an update has no shard ID", m.stream)
+		}
+	}
+	wrote := false
+	for _, u := range updates {
+		err := m.update(ctx, u.ShardID, nil, func(s *shardItem) *shardItem {
+			m.mu.Lock()
+			committed := m.committed
+			m.mu.Unlock()
+			next := mutate(s, committed, u)
+			wrote = wrote || next != nil
+			return next
+		})
+		if err != nil {
+			return fmt.Errorf("fleet: save to stream %s: shard %s: %w", m.stream, u.ShardID, err)
+		}
+	}
+	if wrote {
+		m.changed()
+	}
+	return nil
+}
+
+// Prune implements [kinesisload.Pruner]: the items of COMPLETED shards
+// are deleted (on condition of their version), so that a stream that
+// reshards every day does not grow every read.
+func (st sharedStore) Prune(ctx context.Context, stream string, shardIDs []string) error {
+	if err := st.check(ctx, stream); err != nil {
+		return err
+	}
+	m := st.m
+	pruned := false
+	for _, id := range shardIDs {
+		for attempt := 0; ; attempt++ {
+			got, err := m.c.table.Get(ctx, m.part, prefixShard+id)
+			if err == nil {
+				var s *shardItem
+				if s, err = decodeShard(got); err == nil {
+					m.mu.Lock()
+					committed := m.committed
+					m.mu.Unlock()
+					if !s.exists() || s.visible(committed).State != kinesisload.StateCompleted {
+						break // gone, or not complete: kept
+					}
+					if err = m.c.table.Delete(ctx, m.part, got.Key, got.Version); err == nil {
+						pruned = true
+						m.mu.Lock()
+						m.setShard(id, nil)
+						m.mu.Unlock()
+						break
+					}
+				}
+			}
+			if fatal(err) {
+				return fmt.Errorf("fleet: stream %s: pruning shard %s: %w", m.stream, id, err)
+			}
+			if attempt >= 8 {
+				return fmt.Errorf("fleet: stream %s: pruning shard %s: gave up after %d attempts: %w", m.stream, id, attempt, err)
+			}
+			if err := sleep(ctx, backoff(attempt)); err != nil {
+				return err
+			}
+		}
+	}
+	if pruned {
+		m.changed()
+	}
+	return nil
+}
+
+// Identity implements [kinesisload.PositionStore]: the stream's identity
+// item, when its generation is the session's; when the fleet started over
+// since, an error wrapping a [*kinesisload.StreamMismatchError].
+func (st sharedStore) Identity(ctx context.Context, stream string) (kinesisload.StreamIdentity, error) {
+	if err := st.check(ctx, stream); err != nil {
+		return kinesisload.StreamIdentity{}, err
+	}
+	m := st.m
+	ii, err := m.readIdentity(ctx)
+	if err != nil {
+		return kinesisload.StreamIdentity{}, err
+	}
+	if ii.gen != m.gen {
+		m.mu.Lock()
+		m.voidWith(ii)
+		over := m.over
+		m.mu.Unlock()
+		if over == nil {
+			over = fmt.Errorf("fleet: stream %s: the identity item names generation %d, the session is of %d", stream, ii.gen, m.gen)
+		}
+		return kinesisload.StreamIdentity{}, over
+	}
+	return ii.id, nil
+}
+
+// SetIdentity implements [kinesisload.PositionStore]: a conditional write
+// of the identity item (it must be absent, in the session's generation),
+// then a read to compare.
+func (st sharedStore) SetIdentity(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
+	if err := st.check(ctx, stream); err != nil {
+		return err
+	}
+	if id.IsZero() {
+		return fmt.Errorf("fleet: stream %s: SetIdentity with the zero StreamIdentity", stream)
+	}
+	m := st.m
+	for attempt := 0; ; attempt++ {
+		ii, err := m.readIdentity(ctx)
+		if err != nil {
+			return err
+		}
+		if ii.gen != m.gen {
+			_, err := st.Identity(ctx, stream)
+			return err
+		}
+		if !ii.id.IsZero() {
+			if ii.id.Equal(id) {
+				return nil
+			}
+			return &kinesisload.StreamMismatchError{Stream: stream, Stored: ii.id, Current: id}
+		}
+		next := ii
+		next.id = id
+		cctx, cancel := context.WithTimeout(ctx, m.c.cfg.CallTimeout)
+		_, err = m.c.table.Put(cctx, next.encode(stream))
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case fatal(err):
+			return fmt.Errorf("fleet: stream %s: writing the identity item: %w", stream, err)
+		case errors.Is(err, ErrUnknown):
+			if err := sleep(ctx, backoff(attempt)); err != nil {
+				return err
+			}
+		}
+		// Condition failed or unknown: the read at the top decides.
+	}
+}
+
+// StartOver implements [kinesisload.PositionStore] for a fleet: one
+// conditional write of the identity item, from (the stored identity, the
+// session's generation) to (id, the next generation), then a mark in the
+// old generation's roster that every host of it reads at its next
+// heartbeat (a host reads the identity item too, within ResyncInterval).
+// Whoever wins, the session's generation is over: StartOver returns an
+// error wrapping a [*kinesisload.StreamMismatchError] (the Loader starts a
+// new session, which joins the new generation and initialises it through
+// its lock, as a first run), and every lease of the session is void. The
+// old generation's items stay as they are, its archive
+// ([Coordinator.Inspect] shows them). StartOver does nothing when id is
+// the stored identity of the session's generation, and refuses an id
+// created no later than the stored one (a host whose view of the stream is
+// older than the fleet's must not move it back).
+func (st sharedStore) StartOver(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
+	if err := st.check(ctx, stream); err != nil {
+		return err
+	}
+	if id.IsZero() {
+		return fmt.Errorf("fleet: stream %s: StartOver with the zero StreamIdentity", stream)
+	}
+	m := st.m
+	for attempt := 0; ; attempt++ {
+		ii, err := m.readIdentity(ctx)
+		if err != nil {
+			return err
+		}
+		switch {
+		case ii.gen != m.gen:
+			m.markOver(ctx, ii.gen)
+			_, err := st.Identity(ctx, stream)
+			return err
+		case ii.id.Equal(id):
+			return nil
+		case !ii.id.IsZero() && !id.Created.After(ii.id.Created):
+			return fmt.Errorf("fleet: stream %s: start over on %s refused: the fleet's generation %d reads %s, created later or at once "+
+				"(a host may start the fleet over only on a stream created after the one it reads)", stream, id, ii.gen, ii.id)
+		}
+		next := identityItem{item: ii.item, id: id, gen: ii.gen + 1,
+			archived: append(slices.Clone(ii.archived), Generation{Gen: ii.gen, Identity: ii.id, ReplacedBy: id})}
+		cctx, cancel := context.WithTimeout(ctx, m.c.cfg.CallTimeout)
+		_, err = m.c.table.Put(cctx, next.encode(stream))
+		cancel()
+		if fatal(err) {
+			return fmt.Errorf("fleet: stream %s: writing the identity item: %w", stream, err)
+		}
+		if errors.Is(err, ErrUnknown) {
+			if err := sleep(ctx, backoff(attempt)); err != nil {
+				return err
+			}
+		}
+		// Landed, refused or unknown: the read at the top tells which
+		// generation is in force.
+	}
+}
+
+// markOver writes the mark of generation next into the session's
+// generation's roster (see StartOver), a few tries; the hosts of the old
+// generation read the identity item within ResyncInterval anyway.
+func (m *member) markOver(ctx context.Context, next uint64) {
+	for attempt := range 3 {
+		cctx, cancel := context.WithTimeout(ctx, m.c.cfg.CallTimeout)
+		it, err := m.c.table.Get(cctx, m.part, keyRoster)
+		if err == nil {
+			var r roster
+			if r, err = decodeRoster(it); err == nil {
+				if r.next >= next {
+					cancel()
+					return
+				}
+				old := ""
+				if r.next > 0 {
+					old = fmt.Sprint(r.next)
+				}
+				_, err = m.c.table.SetEntry(cctx, m.part, keyRoster, fieldBeats, entryGen, old, fmt.Sprint(next))
+			}
+		}
+		cancel()
+		if err == nil || fatal(err) || sleep(ctx, backoff(attempt)) != nil {
+			return
+		}
+	}
+}
+
+// stagingStore is the store of the host that holds the initialisation
+// lock: Load shows what is committed; Save writes pending positions under
+// the lock's token, visible only once the commit names it. Its
+// InitProgress counts the holder's signs of progress.
+type stagingStore struct {
+	m        *member
+	batch    string
+	progress *atomic.Uint64
+}
+
+var (
+	_ kinesisload.PositionStore  = stagingStore{}
+	_ kinesisload.StartStore     = stagingStore{}
+	_ kinesisload.InitProgresser = stagingStore{}
+)
+
+// InitProgress implements [kinesisload.InitProgresser].
+func (st stagingStore) InitProgress() { st.progress.Add(1) }
+
+func (st stagingStore) shared() sharedStore { return sharedStore{m: st.m} }
+
+// Load implements [kinesisload.PositionStore] (as the shared store).
+func (st stagingStore) Load(ctx context.Context, stream string) (map[string]kinesisload.ShardProgress, error) {
+	st.InitProgress()
+	return st.shared().Load(ctx, stream)
+}
+
+// Save implements [kinesisload.PositionStore]: pending positions under
+// the lock's token.
+func (st stagingStore) Save(ctx context.Context, stream string, updates []kinesisload.ShardProgress) error {
+	if err := st.shared().check(ctx, stream); err != nil {
+		return err
+	}
+	st.InitProgress()
+	return st.m.saveEach(ctx, updates, func(s *shardItem, _ string, u kinesisload.ShardProgress) *shardItem {
+		st.InitProgress()
+		p, ok := s.pend[st.batch]
+		p.ShardID = u.ShardID
+		np := kinesisload.MergeProgress(p, u)
+		if ok && same(np, p) {
+			return nil
+		}
+		next := *s
+		next.pend = make(map[string]kinesisload.ShardProgress, len(s.pend)+1)
+		for k, v := range s.pend {
+			next.pend[k] = v
+		}
+		next.pend[st.batch] = np
+		return &next
+	})
+}
+
+// LoadStart implements [kinesisload.StartStore]: the t0 of the init item,
+// saved by this or an earlier holder of the initialisation lock; in a
+// generation started over that none saved, [kinesisload.StartOverT0] of
+// its stream.
+func (st stagingStore) LoadStart(ctx context.Context, stream string) (time.Time, bool, error) {
+	m := st.m
+	if err := st.shared().check(ctx, stream); err != nil {
+		return time.Time{}, false, err
+	}
+	for attempt := 0; ; attempt++ {
+		it, err := m.c.table.Get(ctx, m.part, keyInit)
+		if err == nil {
+			ii, err := decodeInit(it)
+			if err != nil {
+				return time.Time{}, false, err
+			}
+			if ii.t0.IsZero() && m.gen > 0 {
+				ident, err := m.readIdentity(ctx)
+				if err != nil {
+					return time.Time{}, false, err
+				}
+				if ident.gen == m.gen {
+					return kinesisload.StartOverT0(ident.id), true, nil
+				}
+			}
+			return ii.t0, !ii.t0.IsZero(), nil
+		}
+		if fatal(err) {
+			return time.Time{}, false, fmt.Errorf("fleet: stream %s: reading the initialisation item: %w", stream, err)
+		}
+		if err := sleep(ctx, backoff(attempt)); err != nil {
+			return time.Time{}, false, err
+		}
+	}
+}
+
+// SaveStart implements [kinesisload.StartStore]: t0 is written into the
+// init item unless one is pending, on condition that the lock is still
+// ours and nothing is committed. When the lock is another host's, a
+// [*kinesisload.LeaseLostError].
+func (st stagingStore) SaveStart(ctx context.Context, stream string, t0 time.Time) (time.Time, error) {
+	m := st.m
+	if err := st.shared().check(ctx, stream); err != nil {
+		return time.Time{}, err
+	}
+	if t0.IsZero() {
+		return time.Time{}, fmt.Errorf("fleet: stream %s: SaveStart with the zero time", stream)
+	}
+	st.InitProgress()
+	if pending, ok, err := st.LoadStart(ctx, stream); err != nil || ok {
+		return pending, err
+	}
+	for attempt := 0; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, m.c.cfg.CallTimeout)
+		it, err := m.c.table.Get(cctx, m.part, keyInit)
+		var ii initItem
+		if err == nil {
+			ii, err = decodeInit(it)
+		}
+		if err == nil {
+			switch {
+			case ii.lockToken != st.batch || ii.committed != "":
+				cancel()
+				return time.Time{}, &kinesisload.LeaseLostError{Stream: m.stream, Why: kinesisload.LostCommitRefused,
+					Reason: "another host took the initialisation lock or committed before the start time was saved"}
+			case !ii.t0.IsZero():
+				cancel()
+				return ii.t0, nil // landed, or another holder's
+			}
+			ii.t0 = t0.UTC()
+			_, err = m.c.table.Put(cctx, ii.encode(m.part))
+			if err == nil {
+				cancel()
+				return ii.t0, nil
+			}
+		}
+		cancel()
+		if fatal(err) {
+			return time.Time{}, fmt.Errorf("fleet: stream %s: saving the start time: %w", stream, err)
+		}
+		if err := sleep(ctx, backoff(attempt)); err != nil {
+			return time.Time{}, err
+		}
+	}
+}
+
+// ClearStart implements [kinesisload.StartStore]: nothing is written. The
+// t0 stays in the init item, where only a holder of the lock before the
+// commit reads it (the commit makes it moot), so that a host taking over
+// from one that died after ClearStart still resolves at it.
+func (st stagingStore) ClearStart(ctx context.Context, stream string) error {
+	return st.shared().check(ctx, stream)
+}
+
+// Identity implements [kinesisload.PositionStore] (as the shared store).
+func (st stagingStore) Identity(ctx context.Context, stream string) (kinesisload.StreamIdentity, error) {
+	return st.shared().Identity(ctx, stream)
+}
+
+// SetIdentity implements [kinesisload.PositionStore] (as the shared
+// store: every host of the fleet sees the same stream, so it is
+// idempotent).
+func (st stagingStore) SetIdentity(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
+	st.InitProgress()
+	return st.shared().SetIdentity(ctx, stream, id)
+}
+
+// StartOver implements [kinesisload.PositionStore] (as the shared store).
+func (st stagingStore) StartOver(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
+	return st.shared().StartOver(ctx, stream, id)
+}

@@ -1,0 +1,244 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+)
+
+// Errors of a [Table]. Every error a Table returns is one of three kinds:
+// it wraps [ErrConflict] (the condition failed: nothing changed), it wraps
+// [ErrUnknown] (a transient failure: a write may or may not have landed, a
+// read read nothing), or it is fatal: no retry fixes it (access denied, a
+// missing table, an item that cannot be decoded), and the protocol stops
+// the session with it.
+var (
+	// ErrConflict is wrapped by the error of a conditional write whose
+	// condition failed: the item's version (or the entry's value) was
+	// not the one given. Nothing changed.
+	ErrConflict = errors.New("fleet: condition failed")
+	// ErrUnknown is wrapped by the error of a call that failed
+	// transiently (a timeout, throttling, a 5xx, a lost connection): a
+	// write may or may not have landed, and is read back.
+	ErrUnknown = errors.New("fleet: outcome unknown")
+)
+
+// Item is one item of a [Table]: a key (Partition and Key), a version, and
+// attributes. A zero Version means the item does not exist.
+type Item struct {
+	// Partition and Key identify the item: Query reads a partition's
+	// items, sorted by Key.
+	Partition, Key string
+	// Version counts the writes of the item, set by the Table: 0 for an
+	// absent item, 1 after its first write, and one more after every
+	// write since. Every write is conditional on it, so a
+	// read-modify-write never loses another's write.
+	Version uint64
+	// Fields are the item's scalar attributes.
+	Fields map[string]string
+	// Maps are the item's map attributes: each a map of string entries,
+	// the only attributes SetEntry changes one entry of.
+	Maps map[string]map[string]string
+}
+
+// Exists reports whether it is a stored item (Version > 0).
+func (it Item) Exists() bool { return it.Version > 0 }
+
+// Field returns the scalar attribute name, or "".
+func (it Item) Field(name string) string { return it.Fields[name] }
+
+// Clone returns a deep copy of it.
+func (it Item) Clone() Item {
+	c := it
+	c.Fields = maps.Clone(it.Fields)
+	if it.Maps != nil {
+		c.Maps = make(map[string]map[string]string, len(it.Maps))
+		for k, m := range it.Maps {
+			c.Maps[k] = maps.Clone(m)
+		}
+	}
+	return c
+}
+
+// Table is the storage seam of the fleet protocol: a store of versioned
+// items with single-item conditional writes, and nothing more (no
+// transactions, no server clock, no TTL). [MemoryTable] is one, for tests;
+// kinesisload/dynamo's is DynamoDB. Every method must be safe for
+// concurrent use and must honour ctx. [tabletest.Run] checks a Table
+// against this contract.
+//
+// A Table serves one application: every stream and generation of it has
+// partitions of its own (the protocol names them; see [Coordinator]).
+type Table interface {
+	// Get returns the item (partition, key) as last written (a
+	// strongly consistent read): an Item with Version 0 and no
+	// attributes, not an error, when it does not exist.
+	Get(ctx context.Context, partition, key string) (Item, error)
+
+	// Query returns every item of partition (a strongly consistent
+	// read), sorted by Key: none, not an error, when it has none.
+	Query(ctx context.Context, partition string) ([]Item, error)
+
+	// Put writes it whole (its Fields and Maps replace the stored ones)
+	// on condition that the stored item's version is it.Version (0: the
+	// item must not exist), and returns the item as stored: with Version
+	// it.Version+1. When the condition fails it returns an error
+	// wrapping [ErrConflict] and changes nothing.
+	Put(ctx context.Context, it Item) (Item, error)
+
+	// Delete removes the item on condition that its version is version
+	// (an absent item: nothing to do, nil). When the condition fails it
+	// returns an error wrapping [ErrConflict].
+	Delete(ctx context.Context, partition, key string, version uint64) error
+
+	// SetEntry sets entry of the item's map attribute field to value (an
+	// empty value removes the entry) on condition that the entry's
+	// current value is old ("" for an absent entry, also of an absent
+	// item or field), creating the item or the field when needed,
+	// without touching anything else of the item but its version, which
+	// grows by one. It returns the item as stored after the write. When
+	// the condition fails it returns an error wrapping [ErrConflict] and
+	// changes nothing. Entries of one item written by different hosts do
+	// not conflict with each other: this is what lets every host write
+	// its heartbeat into one item.
+	SetEntry(ctx context.Context, partition, key, field, entry, old, value string) (Item, error)
+}
+
+// MemoryTable is a [Table] in memory, for tests (the protocol's own, and
+// kinesisload/coordtest's in-memory fleet). The zero value is not valid:
+// use [NewMemoryTable].
+type MemoryTable struct {
+	mu    sync.Mutex
+	items map[string]map[string]Item // partition, key
+}
+
+var _ Table = (*MemoryTable)(nil)
+
+// NewMemoryTable returns an empty table.
+func NewMemoryTable() *MemoryTable {
+	return &MemoryTable{items: map[string]map[string]Item{}}
+}
+
+// Get implements [Table].
+func (t *MemoryTable) Get(ctx context.Context, partition, key string) (Item, error) {
+	if err := ctx.Err(); err != nil {
+		return Item{}, fmt.Errorf("%w: %w", ErrUnknown, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if it, ok := t.items[partition][key]; ok {
+		return it.Clone(), nil
+	}
+	return Item{Partition: partition, Key: key}, nil
+}
+
+// Query implements [Table].
+func (t *MemoryTable) Query(ctx context.Context, partition string) ([]Item, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnknown, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.items[partition]
+	out := make([]Item, 0, len(p))
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		out = append(out, p[k].Clone())
+	}
+	return out, nil
+}
+
+// Put implements [Table].
+func (t *MemoryTable) Put(ctx context.Context, it Item) (Item, error) {
+	if err := ctx.Err(); err != nil {
+		return Item{}, fmt.Errorf("%w: %w", ErrUnknown, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := t.items[it.Partition][it.Key]
+	if cur.Version != it.Version {
+		return Item{}, fmt.Errorf("%w: put %s/%s at version %d: the item is at version %d", ErrConflict, it.Partition, it.Key, it.Version, cur.Version)
+	}
+	stored := it.Clone()
+	stored.Version = it.Version + 1
+	t.store(stored)
+	return stored.Clone(), nil
+}
+
+// Delete implements [Table].
+func (t *MemoryTable) Delete(ctx context.Context, partition, key string, version uint64) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnknown, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur, ok := t.items[partition][key]
+	if !ok {
+		return nil
+	}
+	if cur.Version != version {
+		return fmt.Errorf("%w: delete %s/%s at version %d: the item is at version %d", ErrConflict, partition, key, version, cur.Version)
+	}
+	delete(t.items[partition], key)
+	return nil
+}
+
+// SetEntry implements [Table].
+func (t *MemoryTable) SetEntry(ctx context.Context, partition, key, field, entry, old, value string) (Item, error) {
+	if err := ctx.Err(); err != nil {
+		return Item{}, fmt.Errorf("%w: %w", ErrUnknown, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur, ok := t.items[partition][key]
+	if !ok {
+		cur = Item{Partition: partition, Key: key}
+	}
+	if got := cur.Maps[field][entry]; got != old {
+		return Item{}, fmt.Errorf("%w: set %s/%s %s[%s] from %q: it is %q", ErrConflict, partition, key, field, entry, old, got)
+	}
+	next := cur.Clone()
+	if next.Maps == nil {
+		next.Maps = map[string]map[string]string{}
+	}
+	m := next.Maps[field]
+	if m == nil {
+		m = map[string]string{}
+		next.Maps[field] = m
+	}
+	if value == "" {
+		delete(m, entry)
+	} else {
+		m[entry] = value
+	}
+	next.Version = cur.Version + 1
+	t.store(next)
+	return next.Clone(), nil
+}
+
+// store keeps it; t.mu must be held.
+func (t *MemoryTable) store(it Item) {
+	p := t.items[it.Partition]
+	if p == nil {
+		p = map[string]Item{}
+		t.items[it.Partition] = p
+	}
+	p[it.Key] = it
+}
+
+// Partitions returns the names of the partitions that hold items, sorted:
+// for tests and tools.
+func (t *MemoryTable) Partitions() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for p, items := range t.items {
+		if len(items) > 0 {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

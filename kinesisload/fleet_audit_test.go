@@ -1,0 +1,72 @@
+package kinesisload_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/kinesisload"
+)
+
+// deleteShardItem deletes shard's item from the rig's table by hand.
+func (r *fleetRig) deleteShardItem(shard string) {
+	r.t.Helper()
+	ctx := context.Background()
+	it, err := r.fleet.Table().Get(ctx, "orders", "shard#"+shard)
+	if err != nil || !it.Exists() {
+		r.t.Fatalf("no item for %s: %v", shard, err)
+	}
+	if err := r.fleet.Table().Delete(ctx, "orders", it.Key, it.Version); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// A shard's item deleted by hand while the fleet reads: without a
+// TransactionalSink that holds its checkpoint, the host stops naming it
+// (MissingShardError) instead of never reading it again in silence.
+// (Before the fix the shard was never granted again while Kinesis listed
+// it; the only sign was a lease lost as expired.)
+func TestFleetShardItemDeletedByHandStopsRunNamingIt(t *testing.T) {
+	r := newFleetRig(t, 2)
+	want := r.put(20)
+	r.start("a")
+	r.waitAll(want)
+	r.deleteShardItem("shardId-000000000001")
+	err := r.wait("a")
+	var me *kinesisload.MissingShardError
+	if !errors.Is(err, kinesisload.ErrShardMissing) || !errors.As(err, &me) || !slices.Equal(me.Shards, []string{"shardId-000000000001"}) {
+		t.Fatalf("Run = %v, want a *MissingShardError naming shardId-000000000001", err)
+	}
+}
+
+// With a TransactionalSink, the deleted shard is saved again from the
+// Sink's checkpoint, and read on from there: every record stored once.
+func TestFleetShardItemDeletedByHandRecoveredFromTheSink(t *testing.T) {
+	r := newFleetRig(t, 2)
+	sink := newTxSink()
+	r.hostConfig = func(host string, c *kinesisload.Config) { c.Sink = sink.forHost(host) }
+	want := r.put(20)
+	r.start("a")
+	sink.waitStored(t, want)
+	r.deleteShardItem("shardId-000000000001")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if s, ok := r.fleet.Shards("orders")["shardId-000000000001"]; ok && s.Progress.Position.Kind != 0 {
+			break
+		}
+		select {
+		case err := <-r.done["a"]:
+			t.Fatalf("Run stopped: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the deleted shard's item was never saved again")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	more := r.put(20)
+	sink.waitStored(t, append(want, more...))
+	sink.checkStoredOnce(t, append(want, more...))
+}
