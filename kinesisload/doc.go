@@ -195,7 +195,8 @@
 // Producers that write through the Kinesis Producer Library (or its
 // aggregation modules) pack many user records into one Kinesis record: the
 // magic bytes F3 89 9A C2, a protobuf AggregatedRecord, and the MD5 of the
-// protobuf. By default (Config.Decoder nil) the Loader delivers such a
+// protobuf; package [github.com/tidemark/tidemark/kpl] reads and writes
+// the format. By default (Config.Decoder nil) the Loader delivers such a
 // record as its user records, in order, each with its partition key,
 // explicit hash key, data, the Kinesis record's SequenceNumber and
 // ArrivalTime, and its index as SubSequenceNumber. (SequenceNumber,

@@ -72,7 +72,7 @@ func BenchmarkDecodePage(b *testing.B) {
 		} else {
 			name += fmt.Sprint(c.keys)
 		}
-		full := hashRange{start: hashKey{}, end: hashKey{^uint64(0), ^uint64(0)}, known: true}
+		full := allHashKeys
 		for _, m := range []struct {
 			name string
 			recs []types.Record

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/emulator"
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
+	"github.com/tidemark/tidemark/kpl"
 	"github.com/tidemark/tidemark/scan"
 )
 
@@ -132,7 +133,7 @@ func TestKPLInteropAwsKinesisAgg(t *testing.T) {
 	// put order.
 	want := map[string][]aggUser{}
 	for i, e := range out.Encoded {
-		if string(e.Data[:4]) != string(kplMagic) {
+		if !kpl.IsAggregated(e.Data) {
 			t.Fatalf("aws-kinesis-agg record %d does not start with the KPL magic bytes", i)
 		}
 		put := &kinesis.PutRecordInput{StreamName: aws.String(name), PartitionKey: aws.String(e.PK), Data: e.Data}

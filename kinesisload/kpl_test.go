@@ -1,9 +1,10 @@
 package kinesisload
 
 import (
+	"bytes"
 	"crypto/md5"
+	"encoding/binary"
 	"errors"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
+	"github.com/tidemark/tidemark/kpl"
 )
 
 // aggregate builds a KPL record from user records with the kinesistest
@@ -27,27 +28,23 @@ func aggregate(t testing.TB, seq string, users ...kinesistest.UserRecord) Record
 	return Record{Data: e.Data, PartitionKey: *e.PartitionKey, SequenceNumber: seq, ArrivalTime: time.UnixMilli(1700000000000)}
 }
 
-// kplFrame wraps protobuf bytes in the magic bytes and their MD5.
+// kplFrame wraps protobuf bytes in the magic bytes and their MD5, so that
+// fuzzed bytes reach the protobuf decoder.
 func kplFrame(body []byte) []byte {
-	b := append(append([]byte(nil), kplMagic...), body...)
+	b := append([]byte(kpl.Magic), body...)
 	sum := md5.Sum(body)
 	return append(b, sum[:]...)
 }
 
-// pbField appends one length-delimited field.
-func pbBytes(b []byte, num protowire.Number, v []byte) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendBytes(b, v)
-}
+// allHashKeys is the range of every hash key.
+var allHashKeys = hashRange{start: hashKey{}, end: hashKeyOf(^uint64(0), ^uint64(0)), known: true}
 
-func pbVarint(b []byte, num protowire.Number, v uint64) []byte {
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, v)
-}
-
-// kplRec is one Record message: partition key index 0 and data d.
-func kplRec(pk uint64, d string) []byte {
-	return pbBytes(pbVarint(nil, 1, pk), 3, []byte(d))
+// hashKeyOf returns the hash key hi*2^64 + lo.
+func hashKeyOf(hi, lo uint64) hashKey {
+	var k hashKey
+	binary.BigEndian.PutUint64(k[:8], hi)
+	binary.BigEndian.PutUint64(k[8:], lo)
+	return k
 }
 
 func TestKPLRoundTrip(t *testing.T) {
@@ -98,40 +95,20 @@ func TestKPLPlainRecord(t *testing.T) {
 	}
 }
 
-// Every corrupt input is refused with ErrBadAggregate and leaves dst as it
-// was; none panics.
-func TestKPLCorrupt(t *testing.T) {
-	pkTable := pbBytes(nil, 1, []byte("pk"))
-	good := append(append([]byte(nil), pkTable...), pbBytes(nil, 3, kplRec(0, "d"))...)
+// An aggregate that fails a check is refused with ErrBadAggregate (which
+// kpl's tests check for every kind of check), leaving dst as it was; the
+// page decoder then delivers it as one plain record and reports it.
+func TestKPLCorruptDeliveredWhole(t *testing.T) {
+	good := aggregate(t, "7", kinesistest.UserRecord{PartitionKey: "pk", Data: []byte("d")}).Data
 	cases := []struct {
 		name string
 		data []byte
 	}{
-		{"magic only", append([]byte(nil), kplMagic...)},
-		{"shorter than magic and MD5", append(append([]byte(nil), kplMagic...), make([]byte, 15)...)},
-		{"bad MD5", func() []byte { b := kplFrame(good); b[len(b)-1] ^= 1; return b }()},
-		{"flipped protobuf byte (MD5 mismatch)", func() []byte { b := kplFrame(good); b[6] ^= 0x40; return b }()},
-		{"truncated protobuf", kplFrame(good[:len(good)-1])},
-		{"truncated length", kplFrame(append(append([]byte(nil), pkTable...), 0x1a))},
-		{"no records", kplFrame(pkTable)},
-		{"empty protobuf", kplFrame(nil)},
-		{"partition key index out of range", kplFrame(pbBytes(append([]byte(nil), pkTable...), 3, kplRec(1, "d")))},
-		{"partition key index 2^64-1", kplFrame(pbBytes(append([]byte(nil), pkTable...), 3, kplRec(^uint64(0), "d")))},
-		{"no partition key table", kplFrame(pbBytes(nil, 3, kplRec(0, "d")))},
-		{"explicit hash key index out of range", kplFrame(pbBytes(append([]byte(nil), pkTable...), 3, pbVarint(kplRec(0, "d"), 2, 0)))},
-		{"missing partition key index", kplFrame(pbBytes(append([]byte(nil), pkTable...), 3, pbBytes(nil, 3, []byte("d"))))},
-		{"missing data", kplFrame(pbBytes(append([]byte(nil), pkTable...), 3, pbVarint(nil, 1, 0)))},
-		{"huge varint index", kplFrame(pbBytes(append([]byte(nil), pkTable...), 3,
-			append([]byte{0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, pbBytes(nil, 3, []byte("d"))...)))},
-		{"huge length", kplFrame(append(append([]byte(nil), pkTable...), 0x1a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f))},
-		{"table with varint wire type", kplFrame(append(pbVarint(nil, 1, 7), pbBytes(nil, 3, kplRec(0, "d"))...))},
-		{"records with varint wire type", kplFrame(pbVarint(append([]byte(nil), pkTable...), 3, 1))},
-		{"index with bytes wire type", kplFrame(pbBytes(append([]byte(nil), pkTable...), 3, pbBytes(pbBytes(nil, 1, []byte{0}), 3, []byte("d"))))},
-		{"data with varint wire type", kplFrame(pbBytes(append([]byte(nil), pkTable...), 3, pbVarint(pbVarint(nil, 1, 0), 3, 5)))},
-		{"tag without key", kplFrame(pbBytes(append([]byte(nil), pkTable...), 3, pbBytes(kplRec(0, "d"), 4, pbBytes(nil, 2, []byte("v")))))},
-		{"field number 0", kplFrame(append(append([]byte(nil), good...), 0x02, 0x00))},
-		{"unterminated group", kplFrame(append(append([]byte(nil), good...), 0x2b))},
-		{"second record bad", kplFrame(append(append([]byte(nil), good...), pbBytes(nil, 3, kplRec(9, "e"))...))},
+		{"magic only", []byte(kpl.Magic)},
+		{"bad MD5", func() []byte { b := bytes.Clone(good); b[len(b)-1] ^= 1; return b }()},
+		{"truncated", good[:len(good)-1]},
+		{"no records", kplFrame(nil)},
+		{"truncated protobuf", kplFrame(good[len(kpl.Magic) : len(good)-md5.Size-1])},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -139,14 +116,12 @@ func TestKPLCorrupt(t *testing.T) {
 			dst := make([]Record, 1, 8)
 			dst[0] = Record{PartitionKey: "before"}
 			got, err := d.Decode(dst, Record{Data: c.data, SequenceNumber: "7"})
-			if !errors.Is(err, ErrBadAggregate) {
+			if !errors.Is(err, ErrBadAggregate) || !errors.Is(err, kpl.ErrCorrupt) {
 				t.Fatalf("Decode = %d records, %v; want an error wrapping ErrBadAggregate", len(got), err)
 			}
 			if len(got) != 1 || got[0].PartitionKey != "before" {
 				t.Errorf("Decode changed dst: %+v", got)
 			}
-			// Through the page decoder: delivered as one plain record,
-			// and counted.
 			var failed []error
 			pd := pageDecoder{dec: &d, failed: func(_ Record, err error) { failed = append(failed, err) }}
 			out, _ := pd.decode(kinesisRecords(Record{Data: c.data, SequenceNumber: "7", PartitionKey: "k"}))
@@ -156,25 +131,12 @@ func TestKPLCorrupt(t *testing.T) {
 			}
 		})
 	}
-	// Unknown fields are skipped, as protobuf does: a good aggregate with
-	// extra fields still decodes.
-	extra := append(pbVarint(nil, 9, 1), good...)
-	extra = append(extra, pbBytes(nil, 15, []byte("x"))...)
-	var d kplDecoder
-	if got, err := d.Decode(nil, Record{Data: kplFrame(extra)}); err != nil || len(got) != 1 || string(got[0].Data) != "d" {
-		t.Errorf("aggregate with unknown fields: %+v, %v; want 1 record", got, err)
-	}
-	// Tables may follow the records.
-	late := append(pbBytes(nil, 3, kplRec(0, "d")), pkTable...)
-	if got, err := d.Decode(nil, Record{Data: kplFrame(late)}); err != nil || len(got) != 1 || got[0].PartitionKey != "pk" {
-		t.Errorf("aggregate with the table last: %+v, %v; want 1 record with key pk", got, err)
-	}
 }
 
 // A user record outside the shard's hash key range is delivered like the
 // others, and reported once per aggregate with a count.
 func TestKPLOutsideHashRangeDelivered(t *testing.T) {
-	lo, hi := hashKey{0, 1000}, hashKey{0, 2000}
+	lo, hi := hashKeyOf(0, 1000), hashKeyOf(0, 2000)
 	type report struct {
 		n     int
 		first int64
@@ -207,38 +169,19 @@ func TestKPLOutsideHashRangeDelivered(t *testing.T) {
 	if diff := cmp.Diff(want, reports, cmp.AllowUnexported(report{})); diff != "" {
 		t.Errorf("reports (-want +got):\n%s", diff)
 	}
-	// The MD5 of a partition key is its hash key.
-	e := md5.Sum([]byte("e"))
-	if k, want := partitionHashKey([]byte("e")), new(big.Int).SetBytes(e[:]); k.String() != want.String() {
-		t.Errorf("partitionHashKey(e) = %s, want %s", k, want)
-	}
 }
 
-func TestParseHashKey(t *testing.T) {
-	max := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 128), big.NewInt(1))
-	for _, s := range []string{"0", "1", "18446744073709551615", "18446744073709551616", "170141183460469231731687303715884105728", max.String()} {
-		k, ok := parseHashKey(s)
-		if !ok || k.String() != s {
-			t.Errorf("parseHashKey(%s) = %s, %v", s, k, ok)
-		}
-	}
-	over := new(big.Int).Add(max, big.NewInt(1)).String()
-	for _, s := range []string{"", "-1", "1a", over, strings.Repeat("9", 39), strings.Repeat("1", 40)} {
-		if k, ok := parseHashKey(s); ok {
-			t.Errorf("parseHashKey(%q) = %s, want not ok", s, k)
-		}
-	}
-}
-
-// FuzzKPLDecode: no input panics; a decoded aggregate re-encodes (with the
-// kinesistest helper) to one that decodes to the same user records; a
-// refused one leaves dst as it was. Each input is decoded as is, and with
-// the magic bytes and a matching MD5 around it (so that mutations reach
-// the protobuf decoder). Seeds are in testdata/fuzz.
+// FuzzKPLDecode: the Loader's decoder gives what kpl.Deaggregate gives
+// (kpl's own fuzz targets check the format): a record without the magic
+// bytes as read; an aggregate's user records with its sequence number and
+// arrival time, their index as SubSequenceNumber; for a refused aggregate,
+// ErrBadAggregate and dst as it was. No input panics. Each input is
+// decoded as is, and with the magic bytes and a matching MD5 around it (so
+// that mutations reach the protobuf decoder). Seeds are in testdata/fuzz.
 func FuzzKPLDecode(f *testing.F) {
 	e, _ := kinesistest.Aggregate([]kinesistest.UserRecord{{PartitionKey: "a", Data: []byte("x")}, {PartitionKey: "b", ExplicitHashKey: "5", Data: []byte("yy")}})
 	f.Add(e.Data)
-	f.Add(e.Data[len(kplMagic) : len(e.Data)-md5.Size])
+	f.Add(e.Data[len(kpl.Magic) : len(e.Data)-md5.Size])
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkKPLDecode(t, data)
 		checkKPLDecode(t, kplFrame(data))
@@ -247,52 +190,33 @@ func FuzzKPLDecode(f *testing.F) {
 
 func checkKPLDecode(t *testing.T, data []byte) {
 	var d kplDecoder
-	d.keys = hashRange{start: hashKey{0, 0}, end: hashKey{1 << 63, 0}, known: true}
+	d.keys = hashRange{start: hashKey{}, end: hashKeyOf(1<<63, 0), known: true}
 	d.outside = func(Record, int, Record, hashKey, bool) {}
+	in := Record{Data: data, PartitionKey: "k", SequenceNumber: "5", ArrivalTime: time.UnixMilli(1700000000000)}
 	dst := []Record{{PartitionKey: "before"}}
-	got, err := d.Decode(dst, Record{Data: data, SequenceNumber: "5"})
-	if err != nil {
-		if !errors.Is(err, ErrBadAggregate) || len(got) != 1 {
-			t.Fatalf("Decode failed with %v and %d records", err, len(got))
+	got, err := d.Decode(dst, in)
+	users, kerr := kpl.Deaggregate(data)
+	switch {
+	case errors.Is(kerr, kpl.ErrNotAggregated):
+		if err != nil || len(got) != 2 || !cmp.Equal(got[1], in) {
+			t.Fatalf("plain record: Decode = %+v, %v; want it as read", got, err)
 		}
 		return
-	}
-	got = got[1:]
-	if len(got) == 0 {
-		t.Fatal("Decode succeeded with no records")
-	}
-	if !got[0].Aggregated {
-		if len(got) != 1 || string(got[0].Data) != string(data) {
-			t.Fatalf("plain record changed")
+	case kerr != nil:
+		if !errors.Is(err, ErrBadAggregate) || err.Error() != kerr.Error() || len(got) != 1 || got[0].PartitionKey != "before" {
+			t.Fatalf("kpl refuses it (%v); Decode = %d records, %v", kerr, len(got), err)
 		}
 		return
+	case err != nil:
+		t.Fatalf("kpl decodes it; Decode refuses it: %v", err)
 	}
-	var users []kinesistest.UserRecord
-	for i, r := range got {
-		if r.SubSequenceNumber != int64(i) || r.SequenceNumber != "5" {
-			t.Fatalf("record %d: sub %d seq %s", i, r.SubSequenceNumber, r.SequenceNumber)
-		}
-		users = append(users, kinesistest.UserRecord{PartitionKey: r.PartitionKey, ExplicitHashKey: r.ExplicitHashKey, Data: r.Data})
+	want := []Record{dst[0]}
+	for i, u := range users {
+		want = append(want, Record{Data: u.Data, PartitionKey: u.PartitionKey, ExplicitHashKey: u.ExplicitHashKey,
+			SequenceNumber: "5", SubSequenceNumber: int64(i), ArrivalTime: in.ArrivalTime, Aggregated: true})
 	}
-	if got[0].PartitionKey == "" {
-		return // the helper refuses empty keys; the format allows them
-	}
-	for _, u := range users {
-		if u.PartitionKey == "" {
-			return
-		}
-	}
-	again, err := kinesistest.Aggregate(users)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d2 kplDecoder
-	got2, err := d2.Decode(nil, Record{Data: again.Data, SequenceNumber: "5"})
-	if err != nil {
-		t.Fatalf("re-encoded aggregate refused: %v", err)
-	}
-	if diff := cmp.Diff(got, got2, cmp.Comparer(func(a, b []byte) bool { return string(a) == string(b) })); diff != "" {
-		t.Fatalf("re-encoded aggregate decodes differently (-first +second):\n%s", diff)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("Decode differs from kpl.Deaggregate (-want +got):\n%s", diff)
 	}
 }
 
