@@ -69,6 +69,8 @@
 //   - [github.com/tidemark/tidemark/kinesisload/kinesislocal]: a client for
 //     the kinesis-local emulator that reads in both modes, enhanced fan-out
 //     included, for local testing only.
+//   - [github.com/tidemark/tidemark/kpl]: the KPL aggregated record
+//     format (aggregate, de-aggregate), which the Loader de-aggregates.
 //   - [github.com/tidemark/tidemark/scan]: positions and the resolver.
 //   - [github.com/tidemark/tidemark/journal]: the durable write-ahead
 //     journal that holds every decision.
