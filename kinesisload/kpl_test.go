@@ -3,7 +3,6 @@ package kinesisload
 import (
 	"bytes"
 	"crypto/md5"
-	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -37,15 +36,7 @@ func kplFrame(body []byte) []byte {
 }
 
 // allHashKeys is the range of every hash key.
-var allHashKeys = hashRange{start: hashKey{}, end: hashKeyOf(^uint64(0), ^uint64(0)), known: true}
-
-// hashKeyOf returns the hash key hi*2^64 + lo.
-func hashKeyOf(hi, lo uint64) hashKey {
-	var k hashKey
-	binary.BigEndian.PutUint64(k[:8], hi)
-	binary.BigEndian.PutUint64(k[8:], lo)
-	return k
-}
+var allHashKeys = hashRange{start: hashKey{}, end: hashKey{Hi: ^uint64(0), Lo: ^uint64(0)}, known: true}
 
 func TestKPLRoundTrip(t *testing.T) {
 	users := []kinesistest.UserRecord{
@@ -136,7 +127,7 @@ func TestKPLCorruptDeliveredWhole(t *testing.T) {
 // A user record outside the shard's hash key range is delivered like the
 // others, and reported once per aggregate with a count.
 func TestKPLOutsideHashRangeDelivered(t *testing.T) {
-	lo, hi := hashKeyOf(0, 1000), hashKeyOf(0, 2000)
+	lo, hi := hashKey{Lo: 1000}, hashKey{Lo: 2000}
 	type report struct {
 		n     int
 		first int64
@@ -190,7 +181,7 @@ func FuzzKPLDecode(f *testing.F) {
 
 func checkKPLDecode(t *testing.T, data []byte) {
 	var d kplDecoder
-	d.keys = hashRange{start: hashKey{}, end: hashKeyOf(1<<63, 0), known: true}
+	d.keys = hashRange{start: hashKey{}, end: hashKey{Hi: 1 << 63}, known: true}
 	d.outside = func(Record, int, Record, hashKey, bool) {}
 	in := Record{Data: data, PartitionKey: "k", SequenceNumber: "5", ArrivalTime: time.UnixMilli(1700000000000)}
 	dst := []Record{{PartitionKey: "before"}}

@@ -60,6 +60,9 @@ type userRecord struct {
 	data    []byte // capacity cut to length
 	pk, ehk uint64
 	hasEHK  bool
+	// slot is the index in Decoder.hashes of the key that gives its
+	// hash key: pk, or the explicit hash key table's entry ehk.
+	slot int
 }
 
 // Decode decodes the aggregated record data and checks all of it (MD5,
@@ -107,19 +110,16 @@ func (d *Decoder) HashKey(i int) (k HashKey, ok bool) {
 	if !d.hashed {
 		d.hashTables()
 	}
-	r := &d.recs[i]
-	j := r.pk
-	if r.hasEHK {
-		j = uint64(len(d.pkRaw)) + r.ehk
-	}
-	h := &d.hashes[j]
+	// Small enough to be inlined into the caller's loop (go build
+	// -gcflags=-m): the Loader calls it for every user record.
+	h := d.hashes[d.recs[i].slot]
 	return h.k, h.ok
 }
 
 func (d *Decoder) hashTables() {
 	d.hashes = d.hashes[:0]
 	for _, v := range d.pkRaw {
-		d.hashes = append(d.hashes, tableHash{md5.Sum(v), true})
+		d.hashes = append(d.hashes, tableHash{hashKeyOfMD5(md5.Sum(v)), true})
 	}
 	for _, s := range d.ehks {
 		k, ok := parseHashKey(s)
@@ -195,8 +195,12 @@ func (d *Decoder) decode(b []byte) error {
 		if r.pk >= npk {
 			return corrupt("record %d: partition key index %d out of range (table of %d)", i, r.pk, npk)
 		}
-		if r.hasEHK && r.ehk >= nehk {
-			return corrupt("record %d: explicit hash key index %d out of range (table of %d)", i, r.ehk, nehk)
+		r.slot = int(r.pk)
+		if r.hasEHK {
+			if r.ehk >= nehk {
+				return corrupt("record %d: explicit hash key index %d out of range (table of %d)", i, r.ehk, nehk)
+			}
+			r.slot = int(npk + r.ehk)
 		}
 	}
 

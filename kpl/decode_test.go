@@ -156,7 +156,7 @@ func TestDecoderReuseHoldsOnlyTheLastAggregate(t *testing.T) {
 	if err := d.Decode(big); err != nil {
 		t.Fatal(err)
 	}
-	if k, _ := d.HashKey(1); k != makeHashKey(0, 5) {
+	if k, _ := d.HashKey(1); k != (HashKey{0, 5}) {
 		t.Fatalf("HashKey(1) = %s, want 5", k)
 	}
 	if err := d.Decode(small); err != nil {
@@ -191,7 +191,7 @@ func TestDecoderHashKey(t *testing.T) {
 	want := []struct {
 		k  HashKey
 		ok bool
-	}{{PartitionKeyHash("a"), true}, {makeHashKey(0, 7), true}, {HashKey{}, false}, {HashKey{}, false}}
+	}{{PartitionKeyHash("a"), true}, {HashKey{0, 7}, true}, {HashKey{}, false}, {HashKey{}, false}}
 	for i, u := range users {
 		k, ok := d.HashKey(i)
 		if k != want[i].k || ok != want[i].ok {

@@ -9,15 +9,22 @@ import (
 	"strconv"
 )
 
-// HashKey is an unsigned 128-bit Kinesis hash key, big-endian. A shard
+// HashKey is an unsigned 128-bit Kinesis hash key: Hi*2^64 + Lo. A shard
 // holds the records whose hash keys are in its range; the zero HashKey is
-// 0.
-type HashKey [16]byte
+// 0. HashKeys compare with == and [HashKey.Compare].
+type HashKey struct {
+	Hi, Lo uint64
+}
 
 // PartitionKeyHash returns the hash key Kinesis gives a partition key: the
 // MD5 of its UTF-8 bytes read as a big-endian 128-bit number.
 func PartitionKeyHash(partitionKey string) HashKey {
-	return md5.Sum([]byte(partitionKey)) // no allocation: the conversion does not escape
+	return hashKeyOfMD5(md5.Sum([]byte(partitionKey))) // no allocation: the conversion does not escape
+}
+
+// hashKeyOfMD5 reads an MD5 sum as a big-endian number.
+func hashKeyOfMD5(sum [md5.Size]byte) HashKey {
+	return HashKey{binary.BigEndian.Uint64(sum[:8]), binary.BigEndian.Uint64(sum[8:])}
 }
 
 // ParseHashKey parses a hash key as Kinesis writes it: a decimal number in
@@ -58,29 +65,16 @@ func parseHashKey(s string) (HashKey, bool) {
 		}
 		hi, lo = h, l
 	}
-	return makeHashKey(hi, lo), true
-}
-
-func makeHashKey(hi, lo uint64) HashKey {
-	var k HashKey
-	binary.BigEndian.PutUint64(k[:8], hi)
-	binary.BigEndian.PutUint64(k[8:], lo)
-	return k
-}
-
-func (k HashKey) words() (hi, lo uint64) {
-	return binary.BigEndian.Uint64(k[:8]), binary.BigEndian.Uint64(k[8:])
+	return HashKey{hi, lo}, true
 }
 
 // Compare returns -1, 0 or +1 as k is less than, equal to or greater than
 // o.
 func (k HashKey) Compare(o HashKey) int {
-	khi, klo := k.words()
-	ohi, olo := o.words()
 	switch {
-	case khi < ohi || (khi == ohi && klo < olo):
+	case k.Hi < o.Hi || (k.Hi == o.Hi && k.Lo < o.Lo):
 		return -1
-	case khi == ohi && klo == olo:
+	case k == o:
 		return 0
 	}
 	return +1
@@ -88,7 +82,7 @@ func (k HashKey) Compare(o HashKey) int {
 
 // String returns k in decimal, as Kinesis writes hash keys.
 func (k HashKey) String() string {
-	hi, lo := k.words()
+	hi, lo := k.Hi, k.Lo
 	if hi == 0 {
 		return strconv.FormatUint(lo, 10)
 	}
@@ -106,5 +100,8 @@ func (k HashKey) String() string {
 
 // BigInt returns k as a new big.Int.
 func (k HashKey) BigInt() *big.Int {
-	return new(big.Int).SetBytes(k[:])
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], k.Hi)
+	binary.BigEndian.PutUint64(b[8:], k.Lo)
+	return new(big.Int).SetBytes(b[:])
 }

@@ -26,7 +26,7 @@ func TestParseHashKey(t *testing.T) {
 		}
 	}
 	// Leading zeros are digits like any other, up to 39 of them.
-	if k, err := ParseHashKey("007"); err != nil || k != makeHashKey(0, 7) {
+	if k, err := ParseHashKey("007"); err != nil || k != (HashKey{0, 7}) {
 		t.Errorf("ParseHashKey(007) = %s, %v; want 7", k, err)
 	}
 }
@@ -68,7 +68,7 @@ func TestUserRecordHashKey(t *testing.T) {
 	if k, ok := (UserRecord{PartitionKey: "a"}).HashKey(); !ok || k != PartitionKeyHash("a") {
 		t.Errorf("no explicit hash key: %s, %v; want the MD5 of a", k, ok)
 	}
-	if k, ok := (UserRecord{PartitionKey: "a", ExplicitHashKey: "42"}).HashKey(); !ok || k != makeHashKey(0, 42) {
+	if k, ok := (UserRecord{PartitionKey: "a", ExplicitHashKey: "42"}).HashKey(); !ok || k != (HashKey{0, 42}) {
 		t.Errorf("explicit 42: %s, %v", k, ok)
 	}
 	if k, ok := (UserRecord{PartitionKey: "a", ExplicitHashKey: "-1"}).HashKey(); ok {
