@@ -359,9 +359,20 @@ type options struct {
 	// fan-out readers, after tune.
 	tune       func(*readerConfig)
 	tuneFanOut func(*fanoutConfig)
-	// clock is the time of Stats and of the logs that repeat at most
-	// once an interval; tests set a manual one. Default time.Now.
+	// clock is the host's wall clock (WithClock). Default time.Now.
 	clock func() time.Time
+}
+
+// WithClock sets this host's wall clock, for simulations and tests that
+// step or skew it: the time of [Stats] (LastReadAt, ReadAge), of the logs
+// that repeat at most once an interval, and the moment Run began, from
+// which T0 is taken (only when Kinesis's answer carries no Date; see
+// [scan.HostClockBound]). No other decision reads the host's wall clock:
+// leases and timeouts use durations, and positions Kinesis's clock.
+// Readings should keep Go's monotonic clock (derive them from time.Now).
+// Default time.Now.
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(o *options) { o.clock = now })
 }
 
 // WithClient sets the Kinesis client. Anything that satisfies [scan.Client]

@@ -167,7 +167,7 @@ func (s *session) describeIdentityAt(ctx context.Context) (StreamIdentity, time.
 		var md middleware.Metadata
 		id, _, md, err = describeStreamMeta(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
 		if err == nil {
-			at = kinesisClockAt(md, s.began)
+			at = kinesisClockAt(md, s.began, s.beganWall)
 		}
 		return err
 	})
@@ -180,13 +180,13 @@ func (s *session) describeIdentityAt(ctx context.Context) (StreamIdentity, time.
 // seconds floored, stamped before the answer arrived) minus the time
 // elapsed here since then. It is never later than Kinesis's clock at then,
 // and at most a second plus the time since then earlier. When the answer
-// carries no server time, it is this host's clock at then minus
-// [scan.HostClockBound], as [scan.Resolver.Now] does.
-func kinesisClockAt(md middleware.Metadata, then time.Time) time.Time {
+// carries no server time, it is this host's wall clock at then (wall, see
+// [WithClock]) minus [scan.HostClockBound], as [scan.Resolver.Now] does.
+func kinesisClockAt(md middleware.Metadata, then, wall time.Time) time.Time {
 	if at, ok := scan.ServerTime(md); ok {
 		return at.Add(-max(time.Since(then), 0)).UTC().Truncate(time.Millisecond)
 	}
-	return then.Add(-scan.HostClockBound).UTC().Truncate(time.Millisecond)
+	return wall.Add(-scan.HostClockBound).UTC().Truncate(time.Millisecond)
 }
 
 // describeStream makes one DescribeStreamSummary call.

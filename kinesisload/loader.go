@@ -139,7 +139,7 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 		return ErrRunning
 	}
 	l.running = true
-	began := time.Now()
+	began, beganWall := time.Now(), l.stats.clock()
 	done := make(chan struct{})
 	l.done = done
 	l.mu.Unlock()
@@ -196,7 +196,7 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 	if coord == nil {
 		coord = NewStoreCoordinator(store)
 	}
-	env := &session{l: l, client: client, resolver: resolver, coord: coord, shared: l.opt.coord != nil, began: began}
+	env := &session{l: l, client: client, resolver: resolver, coord: coord, shared: l.opt.coord != nil, began: began, beganWall: beganWall}
 	for {
 		if err := l.waitRunnable(ctx); err != nil {
 			return err

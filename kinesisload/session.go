@@ -35,6 +35,9 @@ type session struct {
 	// began is when Run began, on this host's monotonic clock: a first
 	// run's T0 is Kinesis's clock at that moment (see keepStart).
 	began time.Time
+	// beganWall is the host's wall clock at that moment ([WithClock]),
+	// used for T0 only when Kinesis's answer has no Date.
+	beganWall time.Time
 	// t0 is the T0 of this Run's start-up once taken, kept across its
 	// attempts (see startTime); zero once the start-up is saved.
 	t0 time.Time

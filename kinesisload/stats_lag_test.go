@@ -28,11 +28,6 @@ func newManualClock() *manualClock {
 func (c *manualClock) now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
 func (c *manualClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
-// withClock sets the clock of Stats and of the logs that repeat.
-func withClock(now func() time.Time) Option {
-	return optionFunc(func(o *options) { o.clock = now })
-}
-
 // waitShard waits until cond holds for shard's stats.
 func waitShard(t *testing.T, l *Loader, shard string, what string, cond func(ShardStats) bool) ShardStats {
 	t.Helper()
@@ -59,7 +54,7 @@ func TestStatsLagGrowsWhileAShardIsNotRead(t *testing.T) {
 	clk := newManualClock()
 	rec := newRecorder()
 	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon()},
-		WithClient(s.f), WithStore(memStore(t, journal.NewMemory())), WithResolver(fastResolver(t)), withClock(clk.now))
+		WithClient(s.f), WithStore(memStore(t, journal.NewMemory())), WithResolver(fastResolver(t)), WithClock(clk.now))
 	s.put(shard0, "a")
 	rec.waitFor(t, "a")
 	read := waitShard(t, r.l, shard0, "a read", func(st ShardStats) bool { return !st.LastReadAt.IsZero() })
@@ -119,7 +114,7 @@ func TestOutOfRangeLoggedOncePerIntervalAndCounted(t *testing.T) {
 	logs := &syncWriter{}
 	log := newBatchLog()
 	cfg := Config{Stream: s.name, Sink: log, StartPosition: scan.TrimHorizon()}
-	r := start(t, context.Background(), cfg, WithClient(s.f), WithStore(memStore(t, journal.NewMemory())), WithHooks(log), withClock(clk.now),
+	r := start(t, context.Background(), cfg, WithClient(s.f), WithStore(memStore(t, journal.NewMemory())), WithHooks(log), WithClock(clk.now),
 		WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	log.waitRecords(t, 2*aggregates)
 	const msg = "user records outside the shard's hash key range delivered"

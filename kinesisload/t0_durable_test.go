@@ -3,9 +3,14 @@ package kinesisload
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/tidemark/tidemark/journal"
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
+	"github.com/tidemark/tidemark/scan"
 )
 
 // A first Run stopped hard after Kinesis's first answer, before it lists
@@ -35,4 +40,34 @@ func TestLatestFirstRunStoppedBeforeListingKeepsItsT0(t *testing.T) {
 		WithStore(memStore(t, j)), WithResolver(fastResolver(t)), WithHooks(rec))
 	rec.waitFor(t, want...)
 	notDelivered(t, rec, "history")
+}
+
+// dateless is a Kinesis whose answers carry no server time (no HTTP Date),
+// as a client that drops the SDK's response metadata would.
+type dateless struct{ *kinesistest.Fake }
+
+func (d dateless) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, opts ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	out, err := d.Fake.DescribeStreamSummary(ctx, in, opts...)
+	if out != nil {
+		out.ResultMetadata = middleware.Metadata{}
+	}
+	return out, err
+}
+
+// Without a Date from Kinesis, T0 is the host's wall clock when Run began
+// (WithClock's) minus scan.HostClockBound: a host whose clock is an hour
+// slow takes a T0 an hour and five minutes back, never after the start.
+func TestT0WithoutKinesisDateIsTheHostClockMinusTheBound(t *testing.T) {
+	s := newFakeStream(t, 1)
+	const skew = -time.Hour
+	clock := func() time.Time { return time.Now().Add(skew) }
+	hook := newInitHook()
+	before := time.Now().Add(skew - scan.HostClockBound).Truncate(time.Millisecond)
+	start(t, context.Background(), Config{Stream: s.name, Sink: newRecorder()}, WithClient(dateless{s.f}),
+		WithStore(memStore(t, journal.NewMemory())), WithResolver(fastResolver(t)), WithHooks(hook), WithClock(clock))
+	got := hook.wait(t).T0
+	after := time.Now().Add(skew - scan.HostClockBound)
+	if got.Before(before) || got.After(after) {
+		t.Fatalf("T0 = %v, want the host's clock at Run's start minus %v, in [%v, %v]", got, scan.HostClockBound, before, after)
+	}
 }
