@@ -196,7 +196,8 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 	if coord == nil {
 		coord = NewStoreCoordinator(store)
 	}
-	env := &session{l: l, client: client, resolver: resolver, coord: coord, shared: l.opt.coord != nil, began: began, beganWall: beganWall}
+	env := &session{l: l, client: client, resolver: resolver, coord: coord, shared: l.opt.coord != nil, began: began, beganWall: beganWall,
+		fanout: fanoutSession{lock: make(chan struct{}, 1)}}
 	for {
 		if err := l.waitRunnable(ctx); err != nil {
 			return err

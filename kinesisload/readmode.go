@@ -3,7 +3,6 @@ package kinesisload
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/tidemark/tidemark/internal/backoff"
 )
@@ -39,9 +38,12 @@ func (m ReadMode) String() string {
 // fanoutSession is a session's fan-out state: the consumer's ARN, found
 // once by the first shard that needs it.
 type fanoutSession struct {
-	mu  sync.Mutex
-	sub Subscriber
-	arn string
+	// lock is held (a value in it) while one shard's loop looks the
+	// consumer up; the others wait for it, or for their context to end
+	// (a loop whose lease is lost does not wait out a registration).
+	lock chan struct{}
+	sub  Subscriber
+	arn  string
 }
 
 // consumerARN returns the ARN of the ACTIVE consumer Config.ConsumerName,
@@ -50,8 +52,12 @@ type fanoutSession struct {
 // the Loader; what no retry fixes is a [*RunError] of class [ErrKinesis].
 func (s *session) consumerARN(ctx context.Context) (Subscriber, string, error) {
 	f := &s.fanout
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	select {
+	case f.lock <- struct{}{}:
+	case <-ctx.Done():
+		return nil, "", ctx.Err()
+	}
+	defer func() { <-f.lock }()
 	if f.arn != "" {
 		return f.sub, f.arn, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/waitlock"
 	"github.com/tidemark/tidemark/kinesisload"
 )
 
@@ -153,8 +154,10 @@ type member struct {
 	quit   chan struct{}
 	wg     sync.WaitGroup
 	wake   chan struct{}
-	beatMu sync.Mutex // one write of our roster entry at a time; the flushes
-	ballMu sync.Mutex // one balance at a time
+	// beatMu and ballMu are held across calls of the table, so they are
+	// waitlock mutexes (a simulation's clock moves while one waits).
+	beatMu waitlock.Mutex // one write of our roster entry at a time; the flushes
+	ballMu waitlock.Mutex // one balance at a time
 
 	roundsMu sync.Mutex
 	rounds   chan struct{} // closed and replaced after every balance

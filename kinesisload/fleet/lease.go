@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/tidemark/tidemark/internal/waitlock"
 	"github.com/tidemark/tidemark/kinesisload"
 )
 
@@ -35,8 +36,9 @@ type lease struct {
 	// granted one at first): what the host's positions say of it.
 	latest kinesisload.ShardProgress
 
-	// wmu serialises the writes of the lease's shard item.
-	wmu sync.Mutex
+	// wmu serialises the writes of the lease's shard item (held across
+	// the table's calls: see member.beatMu).
+	wmu waitlock.Mutex
 }
 
 var (
