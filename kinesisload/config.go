@@ -60,7 +60,9 @@ type Config struct {
 	// (because the parent has records after T0, or started before them)
 	// starts at TRIM_HORIZON instead, so that its records follow its
 	// parent's without a gap; so do shards born later (children of a
-	// split or merge). SHARD_END is not allowed.
+	// split or merge). SHARD_END is not allowed, and Run refuses an
+	// AT_TIMESTAMP later than Kinesis's clock (Kinesis refuses iterators
+	// at a future time).
 	StartPosition scan.Position
 	// Shards optionally restricts loading to these shards, each with its
 	// own start position (zero Position means StartPosition). Children of

@@ -70,3 +70,47 @@ func TestRunRefusesUnknownSelectedShard(t *testing.T) {
 		t.Fatalf("Run = %v, want ErrInvalidConfig naming the shard", err)
 	}
 }
+
+// Run refuses an AT_TIMESTAMP start later than Kinesis's clock, naming the
+// field, before anything is stored: Kinesis would refuse every iterator at
+// it, and each shard's first read stopped Run with InvalidArgumentException.
+// A start in the past, or a second ahead (the Date's floor), is accepted.
+func TestFutureAtTimestampIsRefused(t *testing.T) {
+	s := newFakeStream(t, 2)
+	for _, tt := range []struct {
+		name  string
+		cfg   Config
+		field string
+	}{
+		{"StartPosition", Config{StartPosition: scan.AtTimestamp(time.Now().Add(time.Hour))}, "StartPosition"},
+		{"Shards", Config{Shards: map[string]scan.Position{shard1: scan.AtTimestamp(time.Now().Add(time.Minute)), shard0: {}}}, "Shards[" + shard1 + "]"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg
+			cfg.Stream, cfg.Sink = s.name, newRecorder()
+			j := journal.NewMemory()
+			err := start(t, context.Background(), cfg, WithClient(s.f), WithStore(memStore(t, j))).wait(t)
+			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field+" = AT_TIMESTAMP") {
+				t.Fatalf("Run = %v, want ErrInvalidConfig naming %s", err, tt.field)
+			}
+			if n := journalLen(t, j); n != 0 {
+				t.Fatalf("the journal holds %d records after the refusal, want none", n)
+			}
+		})
+	}
+	rec := newRecorder()
+	start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.AtTimestamp(time.Now().Add(-time.Minute))},
+		WithClient(s.f), WithStore(memStore(t, journal.NewMemory())), WithResolver(fastResolver(t)))
+	s.put(shard0, "after")
+	rec.waitFor(t, "after")
+}
+
+// journalLen counts the records (and snapshot) j replays.
+func journalLen(t *testing.T, j journal.Journal) int {
+	t.Helper()
+	n := 0
+	if err := j.Replay(context.Background(), func(journal.Entry) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -168,6 +168,9 @@ func (s *session) describeIdentityAt(ctx context.Context) (StreamIdentity, time.
 		id, _, md, err = describeStreamMeta(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
 		if err == nil {
 			at = kinesisClockAt(md, s.began, s.beganWall)
+			if _, ok := scan.ServerTime(md); !ok {
+				s.clockSlack = scan.HostClockBound
+			}
 		}
 		return err
 	})
@@ -299,6 +302,9 @@ func (s *session) establishIdentity(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.checkFutureStart(began); err != nil {
+		return err
+	}
 	stored, err := s.store.Identity(ctx, stream)
 	if err != nil {
 		return fmt.Errorf("kinesisload: stream %s: loading the stream's identity: %w", stream, err)
@@ -350,6 +356,34 @@ func (s *session) establishIdentity(ctx context.Context) error {
 		}
 	}
 	s.identity = cur
+	return nil
+}
+
+// checkFutureStart refuses an AT_TIMESTAMP start (Config.StartPosition or
+// a Config.Shards position) later than Kinesis's clock now (began, its
+// clock when Run began, plus the time since, a second for the Date's
+// floor, and the host clock's bound when the answer had no Date): Kinesis
+// refuses an iterator at a time in the future, so every read of the shard
+// would fail.
+func (s *session) checkFutureStart(began time.Time) error {
+	cfg := s.l.cfg
+	now := began.Add(time.Since(s.began) + time.Second + s.clockSlack)
+	check := func(field string, p scan.Position) error {
+		if p.Kind != scan.KindAtTimestamp || !p.Timestamp.After(now) {
+			return nil
+		}
+		return &RunError{Stream: cfg.Stream, Op: "Validate", Kind: ErrInvalidConfig, Err: fmt.Errorf(
+			"%w: %s = %v: later than Kinesis's clock now (%v), and Kinesis refuses an iterator at a time in the future; start the Loader at that time instead",
+			ErrInvalidConfig, field, p, now.UTC().Truncate(time.Second))}
+	}
+	if err := check("StartPosition", cfg.StartPosition); err != nil {
+		return err
+	}
+	for _, id := range sortedKeys(cfg.Shards) {
+		if err := check("Shards["+id+"]", cfg.Shards[id]); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -38,6 +38,9 @@ type session struct {
 	// beganWall is the host's wall clock at that moment ([WithClock]),
 	// used for T0 only when Kinesis's answer has no Date.
 	beganWall time.Time
+	// clockSlack is how far Kinesis's clock may be ahead of the one this
+	// Run read: scan.HostClockBound when the answer had no Date.
+	clockSlack time.Duration
 	// t0 is the T0 of this Run's start-up once taken, kept across its
 	// attempts (see startTime); zero once the start-up is saved.
 	t0 time.Time
