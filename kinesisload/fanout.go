@@ -36,6 +36,10 @@ type fanoutConfig struct {
 	readerConfig
 	sub         Subscriber
 	consumerARN string
+	// consumerGone, if set, is called when Kinesis says consumerARN does
+	// not exist (deregistered by hand) while the stream does: it returns
+	// the ARN of the consumer looked up, or registered, again.
+	consumerGone func(ctx context.Context, arn string) (string, error)
 	// renewal is how long a subscription is read before it is closed and
 	// a new one started where the last one left off. Default 4 m 30 s.
 	renewal time.Duration
@@ -56,6 +60,7 @@ type fanoutReader struct {
 	*reader
 	sub                                         Subscriber
 	consumerARN                                 string
+	consumerGone                                func(ctx context.Context, arn string) (string, error)
 	renewal, subscribeInterval, resubscribeWait time.Duration
 	closedCheck                                 time.Duration
 }
@@ -72,7 +77,7 @@ func newFanoutReader(cfg fanoutConfig) (*fanoutReader, error) {
 	if cfg.consumerARN == "" {
 		return nil, fmt.Errorf("kinesisload: fan-out reader for stream %s shard %s: no consumer ARN", cfg.stream, cfg.shard)
 	}
-	r := &fanoutReader{reader: rd, sub: cfg.sub, consumerARN: cfg.consumerARN,
+	r := &fanoutReader{reader: rd, sub: cfg.sub, consumerARN: cfg.consumerARN, consumerGone: cfg.consumerGone,
 		renewal: cfg.renewal, subscribeInterval: cfg.subscribeInterval, resubscribeWait: cfg.resubscribeWait, closedCheck: cfg.closedCheck}
 	if r.renewal <= 0 {
 		r.renewal = fanoutDefaultRenewal
@@ -185,7 +190,7 @@ func (r *fanoutReader) subscribe(ctx context.Context, st *fanoutState, from scan
 		return nil, r.errorf("SubscribeToShard", "at %s: %w", from, err)
 	}
 	pos := &types.StartingPosition{Type: in.ShardIteratorType, SequenceNumber: in.StartingSequenceNumber, Timestamp: in.Timestamp}
-	inUse := 0
+	inUse, goneTried := 0, false
 	for {
 		var es kinesis.SubscribeToShardEventStreamReader
 		var cancelSub context.CancelFunc
@@ -240,6 +245,17 @@ func (r *fanoutReader) subscribe(ctx context.Context, st *fanoutState, from scan
 			if err := r.cfg.clock.Sleep(ctx, wait); err != nil {
 				return nil, err
 			}
+			continue
+		}
+		if _, ok := errors.AsType[*types.ResourceNotFoundException](err); ok && ctx.Err() == nil && r.consumerGone != nil && !goneTried {
+			// The consumer is gone (the stream too, perhaps: then the
+			// lookup fails as the stream's absence).
+			goneTried = true
+			arn, lerr := r.consumerGone(ctx, r.consumerARN)
+			if lerr != nil {
+				return nil, lerr
+			}
+			r.consumerARN = arn
 			continue
 		}
 		if ia, ok := errors.AsType[*types.InvalidArgumentException](err); ok &&
@@ -368,6 +384,11 @@ func (r *fanoutReader) ended(ctx context.Context, st *fanoutState, err error) er
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if _, gone := errors.AsType[*types.ResourceNotFoundException](err); gone && r.consumerGone != nil {
+		// The consumer (or the stream) is gone: the next subscription
+		// finds out which (see subscribe).
+		return nil
 	}
 	_, inUse := errors.AsType[*types.ResourceInUseException](err)
 	if !inUse && !kerr.IsRetryable(err) && !kerr.IsThrottled(err) && !errors.Is(err, kerr.ErrOddAnswer) {

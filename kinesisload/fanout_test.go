@@ -86,6 +86,7 @@ var guaranteeTests = []struct {
 	{"ReviewPauseRacingCompletionIsNotAnError", TestReviewPauseRacingCompletionIsNotAnError},
 	{"WidenedSelectionOutOfOrderOptIn", TestWidenedSelectionOutOfOrderOptIn},
 	{"HooksReportEveryEvent", TestHooksReportEveryEvent},
+	{"StartOverWaitsForADeletedStream", TestStartOverWaitsForADeletedStream},
 }
 
 // TestFanOutGuarantees runs the guarantee tests in fan-out mode.
@@ -465,5 +466,26 @@ func TestFanOutConfigValidation(t *testing.T) {
 	ok := Config{Stream: "s", Sink: newRecorder(), ReadMode: ReadFanOut, ConsumerName: "app-1.x_y"}
 	if err := ok.Validate(); err != nil {
 		t.Errorf("Validate = %v, want nil", err)
+	}
+}
+
+// A fan-out consumer deregistered by hand while the Loader reads is looked
+// up again and registered anew: the shard reads on, and Run does not stop
+// with ResourceNotFoundException.
+func TestFanOutConsumerDeregisteredWhileReadingIsRegisteredAgain(t *testing.T) {
+	s := newFakeStream(t, 1)
+	s.put(shard0, "a")
+	rec := newRecorder()
+	r := start(t, context.Background(), fanOutConfig(s, rec), WithClient(s.f), WithStore(memStore(t, journal.NewMemory())), WithResolver(fastResolver(t)))
+	rec.waitFor(t, "a")
+	arn := fmt.Sprintf("arn:aws:kinesis:%s:%s:stream/%s", kinesistest.DefaultRegion, kinesistest.DefaultAccountID, s.name)
+	if err := DeregisterConsumer(context.Background(), s.f, arn, testConsumer); err != nil {
+		t.Fatal(err)
+	}
+	s.put(shard0, "b")
+	rec.waitFor(t, "b")
+	r.stop(t)
+	if got := s.f.Calls(kinesistest.OpRegisterStreamConsumer); got != 2 {
+		t.Errorf("RegisterStreamConsumer called %d times, want 2 (once more after the consumer was deregistered)", got)
 	}
 }

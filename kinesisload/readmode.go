@@ -44,6 +44,10 @@ type fanoutSession struct {
 	lock chan struct{}
 	sub  Subscriber
 	arn  string
+	// stream is the ARN of the stream arn is a consumer of: a stream
+	// re-created under the name (a start-over within one Run) has
+	// consumers of its own.
+	stream string
 }
 
 // consumerARN returns the ARN of the ACTIVE consumer Config.ConsumerName,
@@ -58,9 +62,10 @@ func (s *session) consumerARN(ctx context.Context) (Subscriber, string, error) {
 		return nil, "", ctx.Err()
 	}
 	defer func() { <-f.lock }()
-	if f.arn != "" {
+	if f.arn != "" && (s.identity.ARN == "" || f.stream == s.identity.ARN) {
 		return f.sub, f.arn, nil
 	}
+	f.arn = ""
 	l := s.l
 	stream, name := l.cfg.Stream, l.cfg.ConsumerName
 	sub := subscriberOf(s.client)
@@ -89,7 +94,7 @@ func (s *session) consumerARN(ctx context.Context) (Subscriber, string, error) {
 		}
 		if active {
 			l.log.Info("fan-out consumer ACTIVE", "consumer", name, "arn", arn)
-			f.sub, f.arn = sub, arn
+			f.sub, f.arn, f.stream = sub, arn, streamARN
 			return sub, arn, nil
 		}
 		if attempt == 1 {
@@ -99,6 +104,26 @@ func (s *session) consumerARN(ctx context.Context) (Subscriber, string, error) {
 			return nil, "", err
 		}
 	}
+}
+
+// consumerGone forgets the consumer arn, which Kinesis says does not
+// exist (deregistered by hand, or its stream deleted), unless another
+// shard's loop looked it up again already, and returns the consumer's ARN
+// as consumerARN looks it up (registering it again).
+func (s *session) consumerGone(ctx context.Context, arn string) (string, error) {
+	f := &s.fanout
+	select {
+	case f.lock <- struct{}{}:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	if f.arn == arn {
+		s.l.log.Warn("the fan-out consumer is gone; looking it up again", "consumer", s.l.cfg.ConsumerName, "arn", arn)
+		f.arn = ""
+	}
+	<-f.lock
+	_, got, err := s.consumerARN(ctx)
+	return got, err
 }
 
 // newReader returns the run function of this loop's reader: a polling
@@ -117,7 +142,7 @@ func (c *consumer) newReader(ctx context.Context, rc readerConfig) (func(context
 	if err != nil {
 		return nil, err
 	}
-	fc := fanoutConfig{readerConfig: rc, sub: sub, consumerARN: arn, closedCheck: l.cfg.ListShardsInterval}
+	fc := fanoutConfig{readerConfig: rc, sub: sub, consumerARN: arn, closedCheck: l.cfg.ListShardsInterval, consumerGone: c.s.consumerGone}
 	if l.opt.tuneFanOut != nil {
 		l.opt.tuneFanOut(&fc)
 	}
