@@ -348,3 +348,43 @@ func TestHostsThatBalanceOtherwiseAreWarnedAbout(t *testing.T) {
 		t.Errorf("no warning about a host balancing otherwise; log:\n%s", w.logs.String())
 	}
 }
+
+// A host restarted under the HostID of its earlier life (a pod's stable
+// name) while another host had asked that life for a shard: the new life
+// does not hold the shard, and the asker waited for a handoff that no one
+// would make, for ever (found by the simulation). The new life gives up
+// what its earlier life owned (with the positions that life wrote), so
+// every shard is read again.
+func TestRestartUnderTheSameHostIDGivesUpTheEarlierLifesLeases(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	a := w.host("a")
+	ids := w.seed(a, 2)
+	w.acquire(a, ids[0])
+	w.acquire(a, ids[1])
+	b := w.host("b")
+	for range 3 {
+		b.c.Round() // b asks a for a shard; a dies before it answers
+		if _, err := b.m.Acquire(context.Background(), ids); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.table.Kill()
+	a2 := w.host("a") // the same name, a new life
+	held := map[string]string{}
+	for range 30 {
+		for name, h := range map[string]*host{"a": a2, "b": b} {
+			ls, err := h.m.Acquire(context.Background(), ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range ls {
+				held[l.Shard()] = name
+			}
+		}
+		if len(held) == 2 {
+			return
+		}
+		w.advance(w.cfg.RenewInterval)
+	}
+	t.Fatalf("after 30 rounds the shards held are %v, want both held: a shard owned by a's earlier life is read by no one", held)
+}

@@ -447,6 +447,9 @@ func (m *member) recover(ctx context.Context) error {
 			return fmt.Errorf("fleet: host %s joining stream %s: folding its positions into shard %s: %w", m.me, m.stream, id, err)
 		}
 	}
+	if err := m.releaseEarlierLife(ctx); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	for _, it := range items {
 		i, err := strconv.Atoi(it.Key[len(prefixPos):])
@@ -460,6 +463,43 @@ func (m *member) recover(ctx context.Context) error {
 	}
 	m.dirty = len(items) > 0 // written afresh at the first round
 	m.mu.Unlock()
+	return nil
+}
+
+// releaseEarlierLife releases the shards an earlier life of this host (a
+// process that ran under the same HostID, such as a pod's stable name)
+// owned, after recover folded that life's positions into their items: the
+// new life holds no lease on them, and while it beats under the name no
+// other host takes them for a dead host's; a handoff another host asked
+// of the earlier life would wait for ever. Released, they are free for
+// every host (a handoff request stays as the asker's reservation), and the
+// next owner's take fences that life by the epoch. Called by Join, before
+// this life takes anything.
+func (m *member) releaseEarlierLife(ctx context.Context) error {
+	items, err := m.c.table.Query(ctx, m.part)
+	if err != nil {
+		if fatal(err) {
+			return fmt.Errorf("fleet: host %s joining stream %s: reading the shards: %w", m.me, m.stream, err)
+		}
+		return nil // unknown: the balance takes them back in time (owner == us)
+	}
+	for _, it := range items {
+		id, ok := shardID(it.Key)
+		if !ok || it.Field("owner") != m.me {
+			continue
+		}
+		err := m.update(ctx, id, nil, func(s *shardItem) *shardItem {
+			if !s.exists() || s.owner != m.me {
+				return nil
+			}
+			n := *s
+			n.owner = ""
+			return &n
+		})
+		if err != nil {
+			return fmt.Errorf("fleet: host %s joining stream %s: releasing shard %s of its earlier life: %w", m.me, m.stream, id, err)
+		}
+	}
 	return nil
 }
 
