@@ -162,6 +162,19 @@ func initProgress(store PositionStore) {
 	}
 }
 
+// StartedStore is implemented by a [PositionStore] that knows whether a
+// stream's start-up was published before: a fleet's store, once the
+// fleet's initialisation committed. A session on a started stream never
+// takes it for a first run, even when no shard it tracks has progress
+// (their items deleted by hand, or a reshard's children not saved yet): a
+// shard with no progress then starts at TRIM_HORIZON, as one born later,
+// and no LATEST is resolved at a new T0, which would skip what arrived
+// since the start-up. (A shard Config.Shards selects keeps its own start.)
+type StartedStore interface {
+	// Started reports whether stream's start-up was published.
+	Started(ctx context.Context, stream string) (bool, error)
+}
+
 // StartEpocher is an optional capability of a [Membership] of a fleet
 // whose epochs grow across a fleet-wide start-over (see
 // [Membership.Store]): the Loader then delivers a [TransactionalSink]'s

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/scan"
 )
 
 // deleteShardItem deletes shard's item from the rig's table by hand.
@@ -69,4 +70,29 @@ func TestFleetShardItemDeletedByHandRecoveredFromTheSink(t *testing.T) {
 	more := r.put(20)
 	sink.waitStored(t, append(want, more...))
 	sink.checkStoredOnce(t, append(want, more...))
+}
+
+// Every shard item of an initialised fleet deleted by hand (with no host
+// running): the next host to start does not take the stream for a first
+// run, which would resolve LATEST at its own start and skip what arrived
+// while no host ran (found by the simulation: a host joining while the
+// items of a reshard were not saved yet skipped a shard's records). Every
+// shard starts at TRIM_HORIZON, as one born later: records may come
+// again, none is lost.
+func TestFleetWithEveryShardItemDeletedIsNotAFirstRun(t *testing.T) {
+	r := newFleetRig(t, 2)
+	r.configure = func(c *kinesisload.Config) { c.StartPosition = scan.Latest() }
+	r.start("a")
+	r.waitOwning("a")
+	before := r.put(10)
+	r.waitAll(before)
+	r.close("a")
+	r.deleteShardItem("shardId-000000000000")
+	r.deleteShardItem("shardId-000000000001")
+	during := r.put(10)
+	// More than the second by which Kinesis's Date (whole seconds) makes
+	// a T0 taken now earlier than now.
+	time.Sleep(1500 * time.Millisecond)
+	r.start("b")
+	r.waitAll(during)
 }

@@ -197,6 +197,19 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 		}
 	}
 	t := newTopology(stream, l.cfg.StartPosition, l.cfg.Shards, stored)
+	if ss, ok := s.store.(StartedStore); ok && t.initial {
+		started, err := ss.Started(ctx, stream)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, &RunError{Stream: stream, Op: "Load", Kind: ErrJournal, Err: fmt.Errorf("loading whether the stream was started: %w", err)}
+		}
+		if started {
+			l.log.Warn("no shard the Loader tracks has progress, but the stream's start-up was published: not a first run; shards start at TRIM_HORIZON (items deleted by hand?)")
+			t.initial = false
+		}
+	}
 	t.outOfOrder = make(map[string]bool, len(l.cfg.OutOfOrderShards))
 	for _, id := range l.cfg.OutOfOrderShards {
 		t.outOfOrder[id] = true

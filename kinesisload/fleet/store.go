@@ -19,6 +19,7 @@ type sharedStore struct{ m *member }
 var (
 	_ kinesisload.PositionStore = sharedStore{}
 	_ kinesisload.Pruner        = sharedStore{}
+	_ kinesisload.StartedStore  = sharedStore{}
 )
 
 func (st sharedStore) check(ctx context.Context, stream string) error {
@@ -75,6 +76,19 @@ func (st sharedStore) Load(ctx context.Context, stream string) (map[string]kines
 		out[id] = p
 	}
 	return out, nil
+}
+
+// Started implements [kinesisload.StartedStore]: the fleet's
+// initialisation committed.
+func (st sharedStore) Started(ctx context.Context, stream string) (bool, error) {
+	if err := st.check(ctx, stream); err != nil {
+		return false, err
+	}
+	snap, err := st.m.snapshot(ctx)
+	if err != nil {
+		return false, err
+	}
+	return snap.init.committed != "", nil
 }
 
 // Save implements [kinesisload.PositionStore]: each update is merged into
