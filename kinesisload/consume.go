@@ -64,6 +64,9 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 	}
 	read, err := c.newReader(gctx, rc)
 	if err != nil {
+		if gctx.Err() != nil {
+			return false, nil // the lease lost, or a stop, while the reader was made
+		}
 		return false, err
 	}
 	l.stats.reading(c.shard, true)

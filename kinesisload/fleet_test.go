@@ -82,8 +82,8 @@ type fleetRig struct {
 	loggers map[string]*slog.Logger
 }
 
-func newFleetRig(t *testing.T, shards int) *fleetRig {
-	f := kinesistest.New(kinesistest.WithoutLimits())
+func newFleetRig(t *testing.T, shards int, opts ...kinesistest.Option) *fleetRig {
+	f := kinesistest.New(append([]kinesistest.Option{kinesistest.WithoutLimits()}, opts...)...)
 	kinesistest.NewStream(t, f, "orders", shards)
 	fl, err := coordtest.New(coordtest.Config{})
 	if err != nil {
