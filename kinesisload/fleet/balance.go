@@ -267,6 +267,16 @@ func (m *member) decide() {
 			m.signal()
 		}
 	}
+	// A shard our item names us owner of, whose lease we do not hold (we
+	// fenced ourselves, and run again), that a live host asked for: we
+	// never answer that handoff as a lease would, and no host takes it
+	// from us alive. Give it up to the asker.
+	var giveUp []*shardItem
+	for id, s := range shards {
+		if s.owner == m.me && m.held[id] == nil && m.unsure[id] == 0 && s.handoff != "" && s.handoff != m.me && m.alive(s.handoff, now) {
+			giveUp = append(giveUp, s)
+		}
+	}
 	target := int(math.Ceil(float64(total) / float64(live)))
 	mine := 0 // a COMPLETED shard not released yet does not count
 	for id := range m.held {
@@ -277,6 +287,9 @@ func (m *member) decide() {
 	m.mu.Unlock()
 
 	m.collect(shards, now)
+	for _, s := range giveUp {
+		m.giveUp(s)
+	}
 
 	// Reserved for us first, then expired and unowned, in random order
 	// so that hosts taking at once rarely collide.
@@ -683,6 +696,38 @@ func (m *member) collect(shards map[string]*shardItem, now time.Time) {
 			m.mu.Unlock()
 		}
 	}
+}
+
+// giveUp releases was, a shard our item names us owner of whose lease we
+// do not hold, for the host that asked for it (the request stays as its
+// reservation), with the position we reached under its epoch (our
+// positions hold it as an orphan) folded in, as a lease's release would.
+func (m *member) giveUp(was *shardItem) {
+	m.mu.Lock()
+	e, orphan := m.orphans[was.id]
+	committed := m.committed
+	m.mu.Unlock()
+	ctx, cancel := m.callCtx()
+	defer cancel()
+	err := m.update(ctx, was.id, was, func(s *shardItem) *shardItem {
+		if !s.exists() || s.owner != m.me || s.epoch != was.epoch {
+			return nil
+		}
+		p := s.visible(committed)
+		if orphan && e.epoch == s.epoch {
+			p = kinesisload.MergeProgress(p, kinesisload.ShardProgress{ShardID: s.id, Position: e.pos})
+		}
+		n := s.with(p, committed)
+		n.owner = ""
+		return n
+	})
+	if err != nil {
+		if fatal(err) {
+			m.fail("giving up a shard asked for", err)
+		}
+		return
+	}
+	m.changed()
 }
 
 // backoff returns the pause before retry attempt (0-based): 20 ms

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -387,4 +389,57 @@ func TestRestartUnderTheSameHostIDGivesUpTheEarlierLifesLeases(t *testing.T) {
 		w.advance(w.cfg.RenewInterval)
 	}
 	t.Fatalf("after 30 rounds the shards held are %v, want both held: a shard owned by a's earlier life is read by no one", held)
+}
+
+// A host paused past its fence (its leases lost) while another host had
+// asked it for a shard: once it runs again it beats, so no host takes its
+// shards for a dead host's, but it no longer holds the lease, so it never
+// answered the handoff, and the shard was read by no one (found by the
+// simulation). A host gives up a shard its item says it owns when it does
+// not hold its lease and another live host asked for it, with the
+// position it reached.
+func TestFencedHostGivesUpAShardAskedOfIt(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	a := w.host("a")
+	ids := w.seed(a, 2)
+	la := w.acquire(a, ids[0])
+	w.acquire(a, ids[1])
+	at := scan.AfterSequence("49000000000000000000000000000000000000000000000000000042")
+	if err := la.Commit(context.Background(), kinesisload.ShardProgress{ShardID: ids[0], State: kinesisload.StateActive, Position: at}); err != nil {
+		t.Fatal(err)
+	}
+	w.advance(w.cfg.RenewInterval) // the position is written with a's
+	b := w.host("b")
+	for range 3 {
+		b.c.Round() // b asks a for a shard
+		if _, err := b.m.Acquire(context.Background(), ids); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.table.Outage(true)
+	for range 4 {
+		a.c.Round() // a's beats do not land: it fences itself
+		w.now.Add(int64(w.cfg.LeaseDuration / 3))
+	}
+	a.table.Outage(false)
+	held := map[string]kinesisload.Lease{}
+	for range 40 {
+		for _, h := range []*host{a, b} {
+			ls, err := h.m.Acquire(context.Background(), ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range ls {
+				held[l.Shard()] = l
+			}
+		}
+		if len(held) == 2 {
+			if p := held[ids[0]].Progress().Position; !p.Equal(at) && ids[0] == held[ids[0]].Shard() {
+				t.Errorf("%s granted at %v, want the position a reached, %v", ids[0], p, at)
+			}
+			return
+		}
+		w.advance(w.cfg.RenewInterval)
+	}
+	t.Fatalf("after 40 rounds the shards held are %v, want both held: a shard asked of a fenced host is read by no one", slices.Collect(maps.Keys(held)))
 }
