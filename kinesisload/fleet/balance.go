@@ -722,7 +722,9 @@ func (m *member) giveUp(was *shardItem) {
 		return n
 	})
 	if err != nil {
-		if fatal(err) {
+		// Tried again next round while the request stands; an item that
+		// cannot be decoded stops the session.
+		if errors.Is(err, ErrBadItem) {
 			m.fail("giving up a shard asked for", err)
 		}
 		return

@@ -481,7 +481,7 @@ func (m *member) releaseEarlierLife(ctx context.Context) error {
 		if fatal(err) {
 			return fmt.Errorf("fleet: host %s joining stream %s: reading the shards: %w", m.me, m.stream, err)
 		}
-		return nil // unknown: the balance takes them back in time (owner == us)
+		return nil // unknown: see below
 	}
 	for _, it := range items {
 		id, ok := shardID(it.Key)
@@ -496,9 +496,12 @@ func (m *member) releaseEarlierLife(ctx context.Context) error {
 			n.owner = ""
 			return &n
 		})
-		if err != nil {
+		if errors.Is(err, ErrBadItem) {
 			return fmt.Errorf("fleet: host %s joining stream %s: releasing shard %s of its earlier life: %w", m.me, m.stream, id, err)
 		}
+		// Otherwise (the table unreachable): the shard stays ours, free
+		// for us to take back, and given up if another host asks for it
+		// (see decide).
 	}
 	return nil
 }
