@@ -139,3 +139,42 @@ func TestLatestCompletesAShardThatClosedBeforeT0WithoutReadingIt(t *testing.T) {
 	rec.waitFor(t, want...)
 	notDelivered(t, rec, "history", "old-"+children[0], "old-"+children[1])
 }
+
+// A shard with records after T0 splits during the start-up, and one of its
+// children splits at once, empty: the empty child holds no record at or
+// after T0, but it must not be completed before its parent is, or its own
+// children would be read before the grandparent's records (found by the
+// simulation: a later host then stopped with ParentAfterChildError). It
+// waits for its parent like any child; the grandchild's records come after
+// the grandparent's.
+func TestLatestEmptyChildWaitsForItsParentWithRecordsAfterT0(t *testing.T) {
+	s := newFakeStream(t, 1)
+	s.put(shard0, "history")
+	s.settle()
+	entered, block := make(chan struct{}, 1), make(chan struct{})
+	s.f.Inject(kinesistest.Fault{Op: kinesistest.OpListShards, Nth: 1, Entered: entered, Block: block})
+	store := memStore(t, journal.NewMemory())
+	rec, ih := newRecorder(), newInitHook()
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec}, WithClient(s.f),
+		WithStore(store), WithResolver(fastResolver(t)), WithHooks(ih, rec))
+	awaitEntered(t, entered, r, "the first ListShards")
+	want := s.putDuring(shard0, "during", 5)
+	s.split(shard0) // shard1, shard2
+	s.split(shard1) // shard3, shard4: shard1 is empty
+	close(block)
+	ih.wait(t)
+	stored, err := store.Load(context.Background(), s.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := stored[shard1]; p.State == StateCompleted && stored[shard0].State != StateCompleted {
+		t.Fatalf("the start-up completed %s (%v) while its parent %s is %v", shard1, p, shard0, stored[shard0])
+	}
+	s.put("shardId-000000000003", "grandchild")
+	want = append(want, "grandchild")
+	rec.waitFor(t, want...)
+	got := rec.delivered()
+	if i, j := slices.Index(got, "grandchild"), slices.Index(got, "during-5"); i < j {
+		t.Fatalf("the grandchild's record was delivered before the grandparent's: %q", got)
+	}
+}

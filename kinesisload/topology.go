@@ -328,25 +328,27 @@ func (t *topology) readyAtT0(id string) bool {
 
 // resolved applies the batch's results to the topology and returns the
 // updates to save. A shard listed closed whose scan proved that it holds no
-// record at or after T0 ([scan.ShardResult.Ended]) is COMPLETED at
-// SHARD_END without being read. A shard resolved at T0 while a parent of
+// record at or after T0 ([scan.ShardResult.Ended]), and whose parents are
+// complete, is COMPLETED at SHARD_END without being read. A shard resolved
+// at T0 while a parent of
 // it still has records to deliver (the parent closed after T0, so the
 // child was born after it) starts at TRIM_HORIZON instead, so that its
 // records follow the parent's with no gap whatever the arrival times say;
 // an explicit start in Config.Shards is kept.
 func (t *topology) resolved(results []scan.ShardResult) []ShardProgress {
 	ids := make([]string, 0, len(results))
+	ended := map[string]bool{}
 	for _, r := range results {
 		n := t.nodes[r.Shard]
 		n.Position = r.Position
-		if r.Ended && n.closed {
-			// Only for a shard ListShards lists closed: an odd endpoint
-			// may end an open shard's iterator too (that shard is read,
-			// and its end confirmed, as any other).
-			n.Position, n.State = scan.ShardEnd(), StateCompleted
-		}
+		// Only for a shard ListShards lists closed: an odd endpoint may
+		// end an open shard's iterator too (that shard is read, and its
+		// end confirmed, as any other).
+		ended[r.Shard] = r.Ended && n.closed
 		ids = append(ids, r.Shard)
 	}
+	// Parents first: whether a shard is ready depends on its parents'
+	// results.
 	slices.SortFunc(ids, func(a, b string) int {
 		if d := cmpDepth(t, a, b); d != 0 {
 			return d
@@ -356,6 +358,13 @@ func (t *topology) resolved(results []scan.ShardResult) []ShardProgress {
 	updates := make([]ShardProgress, 0, len(ids))
 	for _, id := range ids {
 		n := t.nodes[id]
+		if ended[id] && t.ready(id) {
+			// No record at or after T0, and its parents complete: done.
+			// (An empty child of a parent still to read waits for it,
+			// as any child: completed now, its own children would be
+			// read before the parent's records.)
+			n.Position, n.State = scan.ShardEnd(), StateCompleted
+		}
 		if _, explicit := t.selected[id]; !explicit && n.State != StateCompleted && !t.ready(id) {
 			n.Position = scan.TrimHorizon()
 		}
