@@ -455,8 +455,10 @@ func (m *member) Leave(ctx context.Context) error {
 	m.wg.Wait()
 	// A round in progress (manual rounds) ends before we go on.
 	m.ballMu.Lock()
+	//lint:ignore SA2001 the lock is taken only to wait for a balance in progress
 	m.ballMu.Unlock()
 	m.beatMu.Lock()
+	//lint:ignore SA2001 the lock is taken only to wait for a beat in progress
 	m.beatMu.Unlock()
 	m.mu.Lock()
 	held := slices.Collect(maps.Values(m.held))

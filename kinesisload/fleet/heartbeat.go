@@ -269,9 +269,9 @@ func (m *member) markLeft(ctx context.Context) error {
 		}
 		m.mu.Unlock()
 		cctx, cancel := context.WithTimeout(ctx, m.c.cfg.CallTimeout)
-		var it Item
-		it, err = m.c.table.SetEntry(cctx, m.part, keyRoster, fieldBeats, m.me, old, next.String())
+		_, err = m.c.table.SetEntry(cctx, m.part, keyRoster, fieldBeats, m.me, old, next.String())
 		if err != nil && !fatal(err) {
+			var it Item
 			it, err = m.c.table.Get(cctx, m.part, keyRoster)
 			if err == nil {
 				if r, derr := decodeRoster(it); derr == nil {
