@@ -275,7 +275,7 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 				"shards", len(pending), "last_write", mark.LastWrite, "rewind", RepairRewind)
 		} else {
 			// T0 is journaled before anything is resolved at it.
-			if t0, err = s.startTime(ctx, began); err != nil {
+			if t0, err = s.startTime(ctx); err != nil {
 				return nil, err
 			}
 			req.At = t0

@@ -118,11 +118,16 @@ func (s *session) keepStart(ctx context.Context, t0 time.Time) error {
 
 // startTime returns the T0 of this start-up: the pending one, if the store
 // kept one (the first run's, saved with the stream's identity), or the one
-// an earlier attempt of this Run took, or else Kinesis's clock when the
-// start-up began (began, by this host's monotonic clock: a later start-up
-// with shards to resolve, such as a widened selection), journaled before
-// it is used.
-func (s *session) startTime(ctx context.Context, began time.Time) (time.Time, error) {
+// an earlier attempt of this Run took, or else Kinesis's clock when this
+// Run began (s.began, by this host's monotonic clock: a later start-up
+// with shards to resolve, such as a widened selection, or a fleet's whose
+// init item, which held T0, was deleted by hand), journaled before it is
+// used. The Run's start, not this start-up's: a start-up may begin long
+// after the Run (a host that waited for a fleet's initialisation lock), and
+// the records that arrived in between must not be taken for "before the
+// start".
+func (s *session) startTime(ctx context.Context) (time.Time, error) {
+	began := s.began
 	stream := s.l.cfg.Stream
 	ss, durable := s.store.(StartStore)
 	if durable {

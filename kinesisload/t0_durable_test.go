@@ -71,3 +71,26 @@ func TestT0WithoutKinesisDateIsTheHostClockMinusTheBound(t *testing.T) {
 		t.Fatalf("T0 = %v, want the host's clock at Run's start minus %v, in [%v, %v]", got, scan.HostClockBound, before, after)
 	}
 }
+
+// A start-up with nothing pending in the store (a fleet's init item, which
+// held T0, deleted by hand; a later Run with shards to resolve) takes T0
+// at the moment this Run began, not when the start-up began: a host that
+// waited for a fleet's initialisation lock for 30 s would otherwise take
+// the records of those 30 s for "before the start" (found by the
+// simulation).
+func TestStartTimeWithNothingPendingIsWhenTheRunBegan(t *testing.T) {
+	s := newFakeStream(t, 1)
+	l, err := New(Config{Stream: s.name, Sink: newRecorder()}, WithClient(s.f), WithStore(memStore(t, journal.NewMemory())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now().Add(-30 * time.Second)
+	se := &session{l: l, client: s.f, resolver: fastResolver(t), store: l.opt.store, began: began, beganWall: began}
+	t0, err := se.startTime(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest := began.Add(time.Second); t0.After(latest) {
+		t.Fatalf("T0 = %v, want at most %v: the Run began 30 s ago", t0, latest)
+	}
+}
