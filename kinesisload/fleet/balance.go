@@ -46,7 +46,56 @@ func (m *member) balance() {
 			return
 		}
 	}
+	m.foldCommitted()
 	m.decide()
+}
+
+// foldCommitted writes, on the host that committed the initialisation, the
+// committed batch's pending progress into each shard's own progress, so
+// that the items no longer need the init item's commit to be read (an init
+// item deleted by hand would otherwise take every state only the batch
+// held with it). Each item is one conditional write, once; one that fails
+// is tried again next round.
+func (m *member) foldCommitted() {
+	m.mu.Lock()
+	token := m.fold
+	var pending []*shardItem
+	if token != "" && token == m.committed {
+		for _, s := range m.shards {
+			if _, ok := s.pend[token]; ok {
+				pending = append(pending, s)
+			}
+		}
+	}
+	m.mu.Unlock()
+	if token == "" {
+		return
+	}
+	left := false
+	for _, was := range pending {
+		ctx, cancel := m.callCtx()
+		err := m.update(ctx, was.id, was, func(s *shardItem) *shardItem {
+			if _, ok := s.pend[token]; !ok {
+				return nil
+			}
+			return s.with(s.visible(token), token)
+		})
+		cancel()
+		if err != nil {
+			left = true
+			if errors.Is(err, ErrBadItem) {
+				m.fail("writing the committed progress", err)
+				return
+			}
+		}
+	}
+	if !left {
+		m.mu.Lock()
+		if m.fold == token {
+			m.fold = ""
+		}
+		m.mu.Unlock()
+	}
 }
 
 // snapshot is one read of a generation's partition.

@@ -211,6 +211,10 @@ type member struct {
 	// latest position in our positions only: Leave keeps them. orphans
 	// are those positions, written with ours until the shard's item
 	// names another epoch.
+	// fold is the token of the initialisation this host committed, while
+	// its pending progress is not yet in every shard's item (see
+	// foldCommitted).
+	fold          string
 	keepPositions bool
 	orphans       map[string]posEntry
 	posVersions   []uint64

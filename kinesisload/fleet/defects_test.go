@@ -443,3 +443,61 @@ func TestFencedHostGivesUpAShardAskedOfIt(t *testing.T) {
 	}
 	t.Fatalf("after 40 rounds the shards held are %v, want both held: a shard asked of a fenced host is read by no one", slices.Collect(maps.Keys(held)))
 }
+
+// After the initialisation commits, the shards' items carry the committed
+// progress themselves: deleting the init item by hand loses no shard's
+// state (a COMPLETED parent's lived only in the batch's pending entries,
+// invisible without the init item's commit, and its children, read
+// already, then stopped every host with ParentAfterChildError; found by
+// the simulation).
+func TestCommittedProgressOutlivesTheInitItem(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	a := w.host("a")
+	ids := w.seed(a, 2)
+	ctx := context.Background()
+	deadline := 0
+	for {
+		info, err := fleet.Inspect(ctx, w.table, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		folded := true
+		for _, it := range mustQuery(t, w.table, "s") {
+			if strings.HasPrefix(it.Key, "shard#") && len(it.Maps["pend"]) > 0 {
+				folded = false
+			}
+		}
+		if folded && info.Initialised {
+			break
+		}
+		if deadline++; deadline > 50 {
+			t.Fatal("the shards' items still hold only pending progress 50 rounds after the commit")
+		}
+		w.advance(w.cfg.RenewInterval)
+	}
+	it, err := w.table.Get(ctx, "s", "init")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.table.Delete(ctx, "s", "init", it.Version); err != nil {
+		t.Fatal(err)
+	}
+	info, err := fleet.Inspect(ctx, w.table, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if got := info.Shards[id].Progress; got.State != kinesisload.StateActive || got.Position.Kind != scan.KindTrimHorizon {
+			t.Errorf("%s without the init item: %v, want ACTIVE at TRIM_HORIZON", id, got)
+		}
+	}
+}
+
+func mustQuery(t *testing.T, table fleet.Table, partition string) []fleet.Item {
+	t.Helper()
+	its, err := table.Query(context.Background(), partition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return its
+}

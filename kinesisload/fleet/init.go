@@ -266,7 +266,8 @@ func (m *member) commitInit(ctx context.Context, token string) error {
 // committedInit records the commit of token and tells the other hosts.
 func (m *member) committedInit(token string) error {
 	m.mu.Lock()
-	m.committed = token
+	m.committed, m.fold = token, token
+	m.needRead = true // the items to fold, as they are now
 	m.mu.Unlock()
 	m.changed()
 	m.signal()
