@@ -30,7 +30,6 @@ const (
 var (
 	maxHashKey     = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 128), big.NewInt(1))
 	streamNameExpr = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
-	shardIDExpr    = regexp.MustCompile(`^shardId-[0-9]{12}$`)
 )
 
 // Fake is an in-memory Kinesis. The zero Fake is not usable; call [New].
@@ -220,17 +219,32 @@ func (f *Fake) trim(s *shard, now time.Time) {
 
 // lookupShard returns shard id of st, or a ResourceNotFoundException.
 func (f *Fake) lookupShard(st *stream, id string, now time.Time) (*shard, error) {
-	if shardIDExpr.MatchString(id) {
-		var n int
-		if _, err := fmt.Sscanf(id, "shardId-%d", &n); err == nil && n < len(st.shards) {
-			s := st.shards[n]
-			if !f.gone(s, now) {
-				f.trim(s, now)
-				return s, nil
-			}
+	if n, ok := parseShardID(id); ok && n < len(st.shards) {
+		s := st.shards[n]
+		if !f.gone(s, now) {
+			f.trim(s, now)
+			return s, nil
 		}
 	}
 	return nil, f.errShardNotFound(st.name, id)
+}
+
+// parseShardID returns n of a shard ID "shardId-" followed by 12 digits
+// (shardID(n)). It is on the path of every read, so it parses by hand.
+func parseShardID(id string) (int, bool) {
+	digits, ok := strings.CutPrefix(id, "shardId-")
+	if !ok || len(digits) != 12 {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(digits); i++ {
+		c := digits[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
 }
 
 func (f *Fake) streamARN(name string) string {
