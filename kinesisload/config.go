@@ -15,9 +15,11 @@ const (
 	DefaultIdleWait           = time.Second
 	DefaultRecordsPerCall     = 10000
 	DefaultCallTimeout        = 30 * time.Second
-	DefaultSinkRetries        = 5
-	DefaultSinkBackoff        = time.Second
-	DefaultMaxSinkBackoff     = 30 * time.Second
+	// DefaultSinkRetries is the default Config.SinkRetries: a batch the
+	// Sink refused with a transient error is retried without limit.
+	DefaultSinkRetries    = SinkRetriesForever
+	DefaultSinkBackoff    = time.Second
+	DefaultMaxSinkBackoff = 30 * time.Second
 	// DefaultMaxBufferedBytes is the default Config.MaxBufferedBytes:
 	// 128 MiB.
 	DefaultMaxBufferedBytes = 128 << 20
@@ -30,10 +32,17 @@ const (
 	DefaultStreamWaitTimeout = 10 * time.Minute
 )
 
-// SinkRetriesForever is the [Config.SinkRetries] that retries a refused
-// batch without limit: the Loader then stops for the Sink only when it
-// panics, or when Run's context ends or the Loader is closed.
-const SinkRetriesForever = -1
+// Values of [Config.SinkRetries] besides a positive bound.
+const (
+	// SinkRetriesForever retries a batch the Sink refused with a
+	// transient error without limit (the default, which the zero value
+	// means too): the Loader then stops for the Sink only on a permanent
+	// error ([Permanent]) or a panic, or when Run's context ends or the
+	// Loader is closed.
+	SinkRetriesForever = -1
+	// SinkNoRetries stops Run at the Sink's first refusal of a batch.
+	SinkNoRetries = -2
+)
 
 // ErrInvalidConfig is wrapped by every error of [Config.Validate] and [New].
 var ErrInvalidConfig = errors.New("kinesisload: invalid config")
@@ -96,10 +105,15 @@ type Config struct {
 	// CallTimeout bounds each Kinesis call of the consume loops and of
 	// ListShards. Default 30 s.
 	CallTimeout time.Duration
-	// SinkRetries is how many times a batch the Sink refused is retried
-	// before the Loader stops with [ErrSink]: the Sink's own give-up
-	// policy. Default 5; 0 means no retry; [SinkRetriesForever] (-1)
-	// retries without limit.
+	// SinkRetries is how many times a batch the Sink refused with a
+	// transient error is retried before the Loader stops with [ErrSink]
+	// naming the shard. Default (0, or [SinkRetriesForever]): without
+	// limit, backing off (SinkBackoff to SinkMaxBackoff), each retry
+	// reported to [HookRetry] and [Loader.Stats], so that an outage of
+	// the destination is waited out. A positive value bounds the
+	// retries; [SinkNoRetries] stops at the first refusal. A permanent
+	// error ([Permanent]) or a panic stops Run at once, whatever this
+	// says (see [Sink]).
 	SinkRetries int
 	// SinkBackoff is the first wait before retrying the Sink; it doubles
 	// on each retry up to SinkMaxBackoff, with jitter. Default 1 s.
@@ -211,8 +225,8 @@ func DefaultConfig() Config {
 // Validate reports the first invalid field, by name and value. A zero
 // duration, StartPosition or RecordsPerCall means its default (see
 // [DefaultConfig]), so Validate is also correct on a Config that did not
-// start from DefaultConfig; SinkRetries 0 means no retry and
-// KinesisMaxAttempts 0 no limit.
+// start from DefaultConfig; SinkRetries 0 means its default (no limit)
+// and KinesisMaxAttempts 0 no limit.
 func (c Config) Validate() error {
 	bad := func(field string, v any, why string) error {
 		return fmt.Errorf("%w: %s = %v: %s", ErrInvalidConfig, field, v, why)
@@ -232,8 +246,8 @@ func (c Config) Validate() error {
 		return bad("RecordsPerCall", c.RecordsPerCall, "must be 1 to 10000")
 	case c.CallTimeout < 0:
 		return bad("CallTimeout", c.CallTimeout, "must not be negative")
-	case c.SinkRetries < SinkRetriesForever:
-		return bad("SinkRetries", c.SinkRetries, "must be 0 or more, or SinkRetriesForever (-1)")
+	case c.SinkRetries < SinkNoRetries:
+		return bad("SinkRetries", c.SinkRetries, "must be positive, 0 (the default: without limit), SinkRetriesForever (-1) or SinkNoRetries (-2)")
 	case c.SinkBackoff < 0:
 		return bad("SinkBackoff", c.SinkBackoff, "must not be negative")
 	case c.ResolveStrategy > scan.StrategyFullScan:
@@ -314,6 +328,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CallTimeout == 0 {
 		c.CallTimeout = d.CallTimeout
+	}
+	if c.SinkRetries == 0 {
+		c.SinkRetries = d.SinkRetries
 	}
 	if c.SinkBackoff == 0 {
 		c.SinkBackoff = d.SinkBackoff

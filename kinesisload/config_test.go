@@ -26,7 +26,7 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 		{"no dir", func(c *Config) { c.Dir = "" }, nil, `Dir = "": a journal directory is required`},
 		{"idle too short", func(c *Config) { c.IdleWait = 10 * time.Millisecond }, nil, "IdleWait = 10ms"},
 		{"limit too large", func(c *Config) { c.RecordsPerCall = 10001 }, nil, "RecordsPerCall = 10001"},
-		{"negative retries", func(c *Config) { c.SinkRetries = -2 }, nil, "SinkRetries = -2"},
+		{"negative retries", func(c *Config) { c.SinkRetries = -3 }, nil, "SinkRetries = -3"},
 		{"negative Kinesis attempts", func(c *Config) { c.KinesisMaxAttempts = -1 }, nil, "KinesisMaxAttempts = -1"},
 		{"Kinesis backoff above its cap", func(c *Config) { c.KinesisBackoff, c.KinesisMaxBackoff = time.Minute, time.Second }, nil, "KinesisMaxBackoff = 1s"},
 		{"Sink backoff above its cap", func(c *Config) { c.SinkBackoff, c.SinkMaxBackoff = time.Minute, time.Second }, nil, "SinkMaxBackoff = 1s"},

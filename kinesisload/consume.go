@@ -170,14 +170,16 @@ func (c *consumer) deliver(ctx context.Context, p page, fetched time.Time) error
 	return nil
 }
 
-// deliverRetrying hands b to the Sink, retrying a refusal with backoff up
-// to Config.SinkRetries times, and returns how many calls it took. A
-// refusal that wraps [ErrLeaseLost] is not retried: see [sinkFenced].
-// Before every attempt of a batch delivered under a lease (ls, nil for a
-// start batch) it checks the lease's fence ([LeaseChecker]).
+// deliverRetrying hands b to the Sink, retrying a transient refusal with
+// backoff (without limit, or up to a positive Config.SinkRetries), and
+// returns how many calls it took. A permanent refusal ([ErrPermanent], a
+// panic) stops at once; one that wraps [ErrLeaseLost] is not retried: see
+// [sinkFenced]. Before every attempt of a batch delivered under a lease
+// (ls, nil for a start batch) it checks the lease's fence
+// ([LeaseChecker]).
 func (s *session) deliverRetrying(ctx context.Context, b Batch, ls Lease) (attempts int, err error) {
 	l := s.l
-	policy := backoff.Policy{Base: l.cfg.SinkBackoff, Max: l.cfg.SinkMaxBackoff, Jitter: backoff.EqualJitter}
+	policy := l.sinkPolicy()
 	for {
 		attempts++
 		// One of MaxConcurrentDeliveries; not held while backing off.
@@ -214,9 +216,8 @@ func (s *session) deliverRetrying(ctx context.Context, b Batch, ls Lease) (attem
 		if ctx.Err() != nil {
 			return attempts, ctx.Err()
 		}
-		if l.cfg.SinkRetries != SinkRetriesForever && attempts > l.cfg.SinkRetries {
-			return attempts, &RunError{Stream: b.Stream, Shard: b.ShardID, Op: "Deliver", Kind: ErrSink,
-				Err: fmt.Errorf("the sink refused the batch of %d records ending at %v, %d times: %w", len(b.Records), b.Checkpoint, attempts, err)}
+		if permanent(err) || l.sinkRetriesExhausted(attempts) {
+			return attempts, sinkGaveUp(b.Stream, b.ShardID, fmt.Sprintf("the batch of %d records ending at %v", len(b.Records), b.Checkpoint), attempts, err)
 		}
 		wait := policy.Delay(attempts)
 		l.retried(b.ShardID, "Deliver", attempts, wait, err)
@@ -224,6 +225,45 @@ func (s *session) deliverRetrying(ctx context.Context, b Batch, ls Lease) (attem
 			return attempts, err
 		}
 	}
+}
+
+// sinkPolicy is the backoff between two tries of the Sink.
+func (l *Loader) sinkPolicy() backoff.Policy {
+	return backoff.Policy{Base: l.cfg.SinkBackoff, Max: l.cfg.SinkMaxBackoff, Jitter: backoff.EqualJitter}
+}
+
+// sinkRetriesExhausted reports whether a batch the Sink refused attempts
+// times may not be tried again (Config.SinkRetries).
+func (l *Loader) sinkRetriesExhausted(attempts int) bool {
+	switch n := l.cfg.SinkRetries; {
+	case n == SinkNoRetries:
+		return true
+	case n > 0:
+		return attempts > n
+	}
+	return false
+}
+
+// permanent reports whether a Sink's error is one no retry can fix: it
+// wraps [ErrPermanent], or is a panic.
+func permanent(err error) bool {
+	_, panicked := errors.AsType[*PanicError](err)
+	return panicked || errors.Is(err, ErrPermanent)
+}
+
+// sinkGaveUp is the stop of Run after the Sink refused what (a batch, or
+// a window of batches) attempts times, the last with err: permanently, or
+// more often than Config.SinkRetries allows.
+func sinkGaveUp(stream, shard, what string, attempts int, err error) error {
+	how := fmt.Sprintf("%d times", attempts)
+	if permanent(err) {
+		how = "with a permanent error"
+		if attempts > 1 {
+			how += fmt.Sprintf(" (try %d)", attempts)
+		}
+	}
+	return &RunError{Stream: stream, Shard: shard, Op: "Deliver", Kind: ErrSink,
+		Err: fmt.Errorf("the sink refused %s %s: %w", what, how, err)}
 }
 
 // deliverSafely calls the Sink and turns a panic into an error, so that a

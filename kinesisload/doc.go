@@ -113,12 +113,18 @@
 // the log, and to [Loader.Stats], so a Loader waiting out an outage is
 // visible, and it catches up once Kinesis answers again.
 //
+// A Sink's refusals are transient too unless it marks them permanent
+// ([Permanent]): a batch refused with a transient error is retried
+// without limit by default, backing off from [Config.SinkBackoff] to
+// [Config.SinkMaxBackoff], each retry reported like Kinesis's, so that
+// an outage of the destination is waited out and loading resumes after
+// it.
+//
 // Only what no retry can fix stops [Loader.Run]: access denied, an unknown
 // stream or shard, invalid configuration, a lineage violation, a corrupt
-// journal or a failed save, a Sink that refused a batch more often than
-// [Config.SinkRetries] allows ([SinkRetriesForever] never gives up), and,
-// when [Config.KinesisMaxAttempts] is set, a transient failure that
-// outlasted it. Such a stop is a [*RunError] naming the stream, the shard
+// journal or a failed save, a Sink's permanent error or panic, and, when
+// [Config.SinkRetries] or [Config.KinesisMaxAttempts] bounds the retries,
+// a transient failure that outlasted the bound. Such a stop is a [*RunError] naming the stream, the shard
 // and the operation; errors.Is tells its class: [ErrSink], [ErrKinesis],
 // [ErrLineage], [ErrJournal] or [ErrInvalidConfig].
 //

@@ -21,10 +21,12 @@ import (
 //
 // Transient failures never stop Run unless a bound was configured
 // ([Config.KinesisMaxAttempts], [Config.SinkRetries]); see the package
-// documentation, "Retries".
+// documentation, "Retries", and [Sink] for the Sink's two classes of
+// errors.
 var (
-	// ErrSink is the class of a stop caused by the Sink: it refused (or
-	// panicked on) a batch more often than [Config.SinkRetries] allows,
+	// ErrSink is the class of a stop caused by the Sink: it refused a
+	// batch with a permanent error ([ErrPermanent]) or panicked on it, or
+	// refused it more often than a positive [Config.SinkRetries] allows,
 	// failed to load its checkpoints, or ignored its context after a hard
 	// stop ([*StuckError]).
 	ErrSink = errors.New("kinesisload: the sink failed")

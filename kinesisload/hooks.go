@@ -146,7 +146,8 @@ func (t Throttled) MarshalJSON() ([]byte, error) {
 
 // HookRetry is called before a failed call or delivery is tried again:
 // every transient Kinesis failure (throttling included), every refused
-// batch within Config.SinkRetries, and every initialisation that failed
+// batch (without limit by default: Config.SinkRetries), and every
+// initialisation that failed
 // transiently and is started over. A Loader that keeps retrying (an
 // outage) shows it here, with growing Attempt counts, and in
 // [Loader.Stats].

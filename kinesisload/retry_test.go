@@ -292,7 +292,7 @@ func TestLoaderStopErrorsAreTyped(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newFakeStream(t, 1)
 			var store PositionStore = memStore(t, journal.NewMemory())
-			cfg := quickRetries(Config{Stream: s.name, Sink: newRecorder(), StartPosition: scan.TrimHorizon(), SinkRetries: 0})
+			cfg := quickRetries(Config{Stream: s.name, Sink: newRecorder(), StartPosition: scan.TrimHorizon(), SinkRetries: SinkNoRetries})
 			s.put(shard0, "r1")
 			tt.setup(s, &cfg, &store)
 			r := start(t, context.Background(), cfg, WithClient(s.f), WithStore(store))

@@ -2,6 +2,7 @@ package kinesisload
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/tidemark/tidemark/scan"
@@ -93,12 +94,28 @@ type Batch struct {
 // shard's batches come in shard order; a parent shard's last batch is
 // committed before any batch of its children is delivered.
 //
-// An error makes the Loader retry the same batch with capped backoff
-// (Config.SinkRetries, SinkBackoff, SinkMaxBackoff); when the retries are
-// exhausted the Loader stops with a [*RunError] of class [ErrSink] naming the
-// shard, and commits nothing after the last accepted batch. An error that
-// wraps [ErrLeaseLost] is not retried: see [TransactionalSink]. Deliver must honour ctx: it is cancelled when the Loader is stopped
-// hard.
+// A Sink's errors are of two classes, as Kinesis's are:
+//
+//   - transient, the default: any error not marked permanent. The Loader
+//     retries the same batch, backing off from Config.SinkBackoff to
+//     SinkMaxBackoff with jitter, without limit by default (a positive
+//     Config.SinkRetries bounds the retries; once they are exhausted Run
+//     stops as for a permanent error). Every retry is reported to
+//     [HookRetry], the log and [Loader.Stats], so a destination that is
+//     down (a database restarting, a network partition) is waited out,
+//     visibly, and loading resumes when it answers again.
+//   - permanent: an error that wraps [ErrPermanent], made with
+//     [Permanent] (or any error type whose Is reports ErrPermanent). No
+//     retry can fix it (a record the destination cannot take, a schema
+//     that does not fit, an invariant broken): Run stops at once with a
+//     [*RunError] of class [ErrSink] that names the shard and the batch
+//     and wraps the error. A Deliver that panics is permanent too (the
+//     stop wraps a [*PanicError]).
+//
+// Either way nothing after the last accepted batch is committed. An error
+// that wraps [ErrLeaseLost] is neither: it is not retried, see
+// [TransactionalSink]. Deliver must honour ctx: it is cancelled when the
+// Loader is stopped hard.
 //
 // A plain Sink keeps no positions: the journal (Config.Dir, or the
 // [PositionStore]) is then the only record of where each shard resumes and
@@ -110,6 +127,28 @@ type Batch struct {
 type Sink interface {
 	Deliver(ctx context.Context, b Batch) error
 }
+
+// ErrPermanent is wrapped by an error of a [Sink] that no retry can fix:
+// Run stops at once, with a [*RunError] of class [ErrSink] naming the
+// shard(s) and the batch. Make one with [Permanent].
+var ErrPermanent = errors.New("kinesisload: permanent sink error")
+
+// Permanent marks err as permanent: the error it returns has err's
+// message and wraps both err (errors.Is and errors.As see it) and
+// [ErrPermanent]. A Sink returns it for a batch that no retry can store,
+// and Run then stops at once instead of retrying (see [Sink]). Permanent
+// of nil is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string   { return e.err.Error() }
+func (e permanentError) Unwrap() []error { return []error{ErrPermanent, e.err} }
 
 // SinkFunc adapts a function to the [Sink] interface.
 type SinkFunc func(ctx context.Context, b Batch) error
@@ -171,9 +210,11 @@ func (f SinkFunc) Deliver(ctx context.Context, b Batch) error { return f(ctx, b)
 //	    checkpoint is always after a whole Kinesis record, so sub-sequence
 //	    numbers need no comparison), then the checkpoint and the epoch.
 //	(d) the same epoch: the batch must start right after the stored
-//	    checkpoint; an overlap is a bug: return an error that does not
-//	    wrap ErrLeaseLost (the Loader retries it, then stops Run with
-//	    ErrSink naming the shard, rather than giving the lease up).
+//	    checkpoint; an overlap is a bug: return a permanent error
+//	    ([Permanent]) that does not wrap ErrLeaseLost (Run stops with
+//	    ErrSink naming the shard, rather than giving the lease up; an
+//	    error that is not permanent is retried first, without limit by
+//	    default).
 //
 // The epoch compared in (b), (c) and (d) is the one stored with the
 // checkpoint. These checks store every record once, even when a host that

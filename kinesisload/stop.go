@@ -53,8 +53,8 @@ func (e *StuckError) Unwrap() []error {
 }
 
 // PanicError is a panic of user code that the Loader recovered: a Sink's
-// Deliver (the batch is then retried like a refused one, and a Sink that
-// keeps panicking stops Run with this error wrapped) or a hook (logged with
+// Deliver (a permanent refusal of the batch: Run stops with this error
+// wrapped, since a bug is what no retry fixes) or a hook (logged with
 // the stack, counted, and otherwise ignored: a hook observes, so its panic
 // does not stop the data). errors.Is(err, ErrPanicked) holds, and when the
 // panic's value is an error, errors.Is and errors.As see it too.

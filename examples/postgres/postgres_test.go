@@ -440,7 +440,7 @@ func TestCrashBetweenInsertAndCommit(t *testing.T) {
 				}
 			}
 			cfg := testConfig(sink1, 4)
-			cfg.SinkRetries = 0
+			cfg.SinkRetries = kinesisload.SinkNoRetries
 			r1 := startLoader(t, f, cfg, newJournalStore(t, &crashJournal{Journal: inner, p: proc}))
 			r1.crashed(t)
 			if inTx != len(crashBatch.Records) || inTx == 0 {
@@ -502,7 +502,7 @@ func TestCrashAfterCommitBeforeJournal(t *testing.T) {
 		return nil
 	}
 	cfg := testConfig(sink1, 4)
-	cfg.SinkRetries = 0
+	cfg.SinkRetries = kinesisload.SinkNoRetries
 	r1 := startLoader(t, f, cfg, newJournalStore(t, &crashJournal{Journal: inner, p: proc}))
 	r1.crashed(t)
 
