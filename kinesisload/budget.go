@@ -28,6 +28,12 @@ type budget struct {
 	used    int64
 	high    int64     // the most ever held at once
 	waiters list.List // of *budgetWaiter, in arrival order
+	// parked is the part of used held by pages that wait in open windows
+	// (window.go): given back only once their window is delivered, so a
+	// waiter that cannot fit beside them waits until a window closes.
+	// starve is closed (and set to nil) when that happens: see starved.
+	parked int64
+	starve chan struct{}
 }
 
 type budgetWaiter struct {
@@ -57,6 +63,7 @@ func (b *budget) acquire(ctx context.Context, n int64) (int64, error) {
 	}
 	w := &budgetWaiter{n: n, ready: make(chan struct{})}
 	e := b.waiters.PushBack(w)
+	b.signalStarved()
 	b.mu.Unlock()
 	select {
 	case <-w.ready:
@@ -72,6 +79,7 @@ func (b *budget) acquire(ctx context.Context, n int64) (int64, error) {
 		}
 		// The head may have changed, or units been freed.
 		b.grant()
+		b.signalStarved()
 		b.mu.Unlock()
 		return 0, ctx.Err()
 	}
@@ -97,7 +105,79 @@ func (b *budget) release(n int64) {
 	b.mu.Lock()
 	b.used -= n
 	b.grant()
+	b.signalStarved()
 	b.mu.Unlock()
+}
+
+// park counts n units already held as held by pages in an open window;
+// unpark counts them back as held by pages on their way out (delivered
+// soon): see starved.
+func (b *budget) park(n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.parked += n
+	b.signalStarved()
+	b.mu.Unlock()
+}
+
+func (b *budget) unpark(n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.parked -= n
+	b.mu.Unlock()
+}
+
+// closedChan is a channel that is always closed.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// starved returns a channel that is closed once the first waiter cannot
+// be granted unless pages parked in open windows are given back: what
+// the rest of the budget holds (reservations of calls in flight, pages
+// being delivered) is given back by itself, but a window waits for its
+// bound or its wait, and the reader that would fill it may be the waiter.
+// Windows then close early rather than stall reading. It is already
+// closed when that is the case now; nil for an unlimited budget.
+func (b *budget) starved() <-chan struct{} {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.starvedLocked() {
+		return closedChan
+	}
+	if b.starve == nil {
+		b.starve = make(chan struct{})
+	}
+	return b.starve
+}
+
+// isStarved reports whether the first waiter needs parked units now.
+func (b *budget) isStarved() bool {
+	if b == nil {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.starvedLocked()
+}
+
+func (b *budget) starvedLocked() bool {
+	e := b.waiters.Front()
+	return e != nil && b.parked > 0 && b.parked+e.Value.(*budgetWaiter).n > b.size
+}
+
+// signalStarved closes starve once starvedLocked holds. Called with b.mu
+// held after every change of the waiters or of parked.
+func (b *budget) signalStarved() {
+	if b.starve != nil && b.starvedLocked() {
+		close(b.starve)
+		b.starve = nil
+	}
 }
 
 // take records n more units held. Called with b.mu held.

@@ -148,6 +148,32 @@ type Config struct {
 	// batch waits its turn, in order; a batch waiting to be retried does
 	// not hold a place. Default 64.
 	MaxConcurrentDeliveries int
+	// MaxBatchRecords, MaxBatchBytes and MaxBatchWait size the batches
+	// for the destination. By default (all 0) every GetRecords page (or
+	// fan-out event) of a shard is one Deliver. With any of them set, a
+	// shard's pages accumulate in a window, delivered as one batch with
+	// one checkpoint (after its last record) and committed once, while
+	// the shard is read on at its full rate. A window closes once it
+	// holds MaxBatchRecords records (user records, after KPL
+	// de-aggregation) or MaxBatchBytes bytes (data and partition keys),
+	// or once MaxBatchWait has passed since its oldest record was read,
+	// whichever comes first; also when the shard's last records are in
+	// it, when the Loader or the shard stops (the window is delivered
+	// and committed first, as an in-flight batch is), and when the pages
+	// it holds are needed for reading to go on within MaxBufferedBytes,
+	// which windows count like every page held ([HookWindowDelivered]
+	// says which). A window holds whole pages, so it may pass a bound by
+	// less than a page (RecordsPerCall bounds a page); an aggregate is
+	// never split. With MaxBatchWait 0 a window closes as soon as it
+	// holds a page, and the pages read while the shard's previous window
+	// is delivered make the next one (up to the bounds): batches grow
+	// with the load and wait for nothing. A record waits at most about
+	// MaxBatchWait plus one poll (Config.IdleWait at the tip) between
+	// its arrival and its Deliver, while the Sink keeps up. With a
+	// [MultiSink] the window spans every shard the Loader reads.
+	MaxBatchRecords int
+	MaxBatchBytes   int64
+	MaxBatchWait    time.Duration
 	// OnStreamRecreated says what Run does when the stream was deleted and
 	// created again under its name since its progress was stored (its
 	// ARN or creation timestamp differs from the journaled ones; checked
@@ -254,6 +280,12 @@ func (c Config) Validate() error {
 		return bad("ResolveStrategy", c.ResolveStrategy, "unknown strategy")
 	case c.MaxBufferedBytes < 0:
 		return bad("MaxBufferedBytes", c.MaxBufferedBytes, "must not be negative (0 means the default)")
+	case c.MaxBatchRecords < 0:
+		return bad("MaxBatchRecords", c.MaxBatchRecords, "must not be negative (0 means no bound)")
+	case c.MaxBatchBytes < 0:
+		return bad("MaxBatchBytes", c.MaxBatchBytes, "must not be negative (0 means no bound)")
+	case c.MaxBatchWait < 0:
+		return bad("MaxBatchWait", c.MaxBatchWait, "must not be negative (0 means no wait)")
 	case c.MaxConcurrentDeliveries < 0:
 		return bad("MaxConcurrentDeliveries", c.MaxConcurrentDeliveries, "must not be negative (0 means the default)")
 	case c.OnStreamRecreated > StreamRecreatedStartOver:

@@ -24,6 +24,7 @@ type consumer struct {
 	hint     chan struct{} // poked when GetRecords reports child shards
 	keys     hashRange     // the shard's hash key range, for the KPL decoder
 	dec      *pageDecoder  // made by run
+	windows  *windower     // the session's, for a MultiSink (window.go)
 }
 
 // run reads the shard until it ends (returns true once COMPLETED is
@@ -89,6 +90,9 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 		}
 	}()
 
+	if l.windowed() {
+		return c.runWindowed(gctx, hctx, pages, readErr)
+	}
 	for p := range pages {
 		fetched := time.Now()
 		if p.end && !c.draining {

@@ -82,6 +82,23 @@
 // AFTER_SEQUENCE_NUMBER of its last record; after the batch that ends a
 // closed shard, COMPLETED and SHARD_END.
 //
+// # Batches for the destination
+//
+// By default every page is one Deliver. [Config.MaxBatchRecords],
+// [Config.MaxBatchBytes] and [Config.MaxBatchWait] make a shard's pages
+// accumulate in a window, delivered as one batch with one checkpoint and
+// committed once, while the shard is read on; a window closes at its
+// bounds, at its wait, at the shard's end, at a stop, or early when the
+// pages it holds are needed within [Config.MaxBufferedBytes]. A
+// [MultiSink] takes the windows of every shard at once (DeliverMulti, one
+// batch per shard, each with its checkpoint and epoch); a
+// [TransactionalMultiSink] stores them in one transaction, applying the
+// fleet's checks per shard, and names the shards it fences with a
+// [*ShardsFencedError]: the Loader drops those and delivers the rest again.
+// A child joins a window only after the window holding its parents' last
+// records is committed. [HookWindowDelivered] and [Loader.Stats] show the
+// windows, what closed them and what waits in them.
+//
 // With [Config.ReadMode] [ReadFanOut] the pages come from enhanced fan-out
 // subscriptions ([Subscriber]) instead of GetRecords: the Loader registers
 // or reuses the consumer [Config.ConsumerName], subscribes to each shard it

@@ -130,12 +130,16 @@ func (s *stream) stats(shard string) kinesistest.ShardStats {
 	return st
 }
 
-// waitUntil polls cond until it holds, failing after 20 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
+// waitUntil polls cond until it holds, failing after 20 s (after calling
+// explain, if given).
+func waitUntil(t *testing.T, what string, cond func() bool, explain ...func()) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
+			for _, f := range explain {
+				f()
+			}
 			t.Fatalf("timed out waiting until %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)

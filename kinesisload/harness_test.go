@@ -292,6 +292,7 @@ func start(t *testing.T, ctx context.Context, cfg Config, opts ...Option) *runni
 	}
 	opts = append([]Option{fast, WithLogger(logger)}, opts...)
 	cfg, opts = withTestReadMode(cfg, opts)
+	cfg, opts = withTestWindows(cfg, opts)
 	l, err := New(cfg, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)

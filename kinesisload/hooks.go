@@ -32,10 +32,48 @@ type BatchDelivered struct {
 	Bytes           int64
 	// MillisBehindLatest is how far the batch was behind the shard's tip.
 	MillisBehindLatest int64
-	// Latency is the time from the read that returned the batch to the
-	// durable commit of its checkpoint.
+	// Latency is the time from the read that returned the batch (with
+	// windows: its first page) to the durable commit of its checkpoint.
 	Latency time.Duration
 	// Attempts is how many times the Sink was called for this batch.
+	Attempts int
+	// Waited is how long the batch's oldest record waited in its window
+	// (see Config.MaxBatchWait): from when its page was read to when the
+	// window closed. 0 without windows.
+	Waited time.Duration
+}
+
+// HookWindowDelivered is called after a window of batches (see
+// Config.MaxBatchWait and [MultiSink]) was delivered and every shard's
+// checkpoint in it is durable; [HookBatchDelivered] is called for each of
+// its batches first. Without windows (the default) it is never called.
+type HookWindowDelivered interface {
+	OnWindowDelivered(WindowDelivered)
+}
+
+// WindowDelivered describes one committed window.
+type WindowDelivered struct {
+	Stream string
+	// Shards is how many shards had a batch in the window: 1 unless the
+	// Sink is a [MultiSink]. Shards whose batches were dropped (a lost
+	// lease, a refusal of [LostSinkFenced]) are not counted, nor are
+	// their records.
+	Shards int
+	// Records, Bytes and Pages are what the window held: user records,
+	// their data and partition keys, and the GetRecords pages (or
+	// fan-out events) they came in.
+	Records int
+	Bytes   int64
+	Pages   int
+	// Reason is what closed the window.
+	Reason WindowReason
+	// Age is how long the window's oldest record had waited in it when
+	// it closed: from when its page was read.
+	Age time.Duration
+	// Latency is the time from the window's close to the durable commit
+	// of every shard's checkpoint: the Sink's calls and the commits.
+	Latency time.Duration
+	// Attempts is how many times the Sink was called for the window.
 	Attempts int
 }
 
@@ -322,6 +360,7 @@ type LeaseHandedOff struct {
 // hooks fans events out to the hooks that implement each interface.
 type hooks struct {
 	delivered []HookBatchDelivered
+	windows   []HookWindowDelivered
 	state     []HookShardState
 	init      []HookInitResolved
 	throttled []HookThrottled
@@ -371,6 +410,7 @@ func newHooks(hs []Hook) (hooks, error) {
 	for i, x := range hs {
 		n := 0
 		n += addHook(&h.delivered, x)
+		n += addHook(&h.windows, x)
 		n += addHook(&h.state, x)
 		n += addHook(&h.init, x)
 		n += addHook(&h.throttled, x)
@@ -406,6 +446,12 @@ func (h *hooks) onDelivered(e BatchDelivered) {
 	}
 	for _, x := range h.delivered {
 		h.call("OnBatchDelivered", func() { x.OnBatchDelivered(e) })
+	}
+}
+
+func (h *hooks) onWindow(e WindowDelivered) {
+	for _, x := range h.windows {
+		h.call("OnWindowDelivered", func() { x.OnWindowDelivered(e) })
 	}
 }
 

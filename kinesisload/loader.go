@@ -40,6 +40,7 @@ type Loader struct {
 	log   *slog.Logger
 	hooks hooks
 	tx    TransactionalSink // cfg.Sink, when it is transactional
+	multi MultiSink         // cfg.Sink, when it takes many shards at once
 	// buffered bounds the bytes of records held across every shard
 	// (Config.MaxBufferedBytes); deliveries the Deliver calls in progress
 	// (Config.MaxConcurrentDeliveries).
@@ -99,6 +100,7 @@ func New(cfg Config, opts ...Option) (*Loader, error) {
 	l.hooks = hs
 	l.hooks.log, l.hooks.panics, l.hooks.obs = l.log, new(atomic.Int64), new(observers)
 	l.tx, _ = cfg.Sink.(TransactionalSink)
+	l.multi, _ = cfg.Sink.(MultiSink)
 	l.stats.clock = time.Now
 	if o.clock != nil {
 		l.stats.clock = o.clock

@@ -431,6 +431,12 @@ func (s *session) observe(t *topology, shards []types.Shard) ([]ShardProgress, e
 // their parents complete, and lists shards periodically, until gctx ends or
 // a loop fails. It waits for every loop before it returns.
 func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc, t *topology) error {
+	// For a MultiSink one windower batches every shard's pages (window.go).
+	var windows *windower
+	if s.l.multi != nil {
+		windows = newWindower(s, hctx, true)
+		defer s.endWindows(windows)
+	}
 	done := make(chan shardDone)
 	// finished lets a loop that outlives schedule (abandoned as stuck)
 	// exit without a receiver.
@@ -472,7 +478,7 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 				continue
 			}
 			running[id] = true
-			c := &consumer{s: s, lease: ls, shard: id, from: t.nodes[id].Position, draining: t.nodes[id].State == StateDraining, hint: hint, keys: t.nodes[id].keys}
+			c := &consumer{s: s, lease: ls, shard: id, from: t.nodes[id].Position, draining: t.nodes[id].State == StateDraining, hint: hint, keys: t.nodes[id].keys, windows: windows}
 			since := s.leaseAcquired(ls, c.from)
 			go func() {
 				lg, lh, unwatch := leaseContexts(gctx, hctx, ls)

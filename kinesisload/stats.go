@@ -52,6 +52,12 @@ type Stats struct {
 	// a TransactionalSink refused a batch of this host's that another
 	// host had overtaken); nil until a lease is lost.
 	LeasesLostBy map[LostReason]int
+	// Windows counts the windows of batches delivered and committed since
+	// the Loader was created (see Config.MaxBatchWait, [MultiSink]: the
+	// events of [HookWindowDelivered]), and WindowsBy by what closed them;
+	// nil until a window is.
+	Windows   int
+	WindowsBy map[WindowReason]int
 }
 
 // LeaseStats is one lease this host holds, in [Stats].
@@ -102,6 +108,16 @@ type ShardStats struct {
 	// [HookDecodeFailed]; the log has at most a line a minute of each
 	// per shard).
 	OutOfRange, DecodeFailed int
+	// WindowRecords and WindowBytes are the shard's records read and not
+	// yet committed because they wait in windows (see
+	// Config.MaxBatchWait): in the open window, and in the one being
+	// delivered. WindowSince is when the oldest of them was read (zero
+	// when there is none), and WindowAge how long before the snapshot
+	// that was: the lag the windows add to LagMillis. 0 without windows.
+	WindowRecords int
+	WindowBytes   int64
+	WindowSince   time.Time
+	WindowAge     time.Duration
 	// Retries counts the retries of the shard's Kinesis calls and Sink
 	// deliveries since the Loader was created.
 	Retries int
@@ -141,6 +157,9 @@ type statsTracker struct {
 	// lost by reason.
 	acquired, lost, handedOff int
 	lostBy                    map[LostReason]int
+	// windows counts the windows delivered; windowsBy by reason.
+	windows   int
+	windowsBy map[WindowReason]int
 }
 
 // leaseEnd is how a lease ended, for the counts of [Stats] (a lost
@@ -250,6 +269,26 @@ func (t *statsTracker) fetched(shard string, behind int64) {
 	s.MillisBehindLatest, s.LastReadAt = behind, now
 }
 
+// windowed records what shard has in windows: records, bytes, and when
+// the oldest was read (zero: none).
+func (t *statsTracker) windowed(shard string, records int, bytes int64, since time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.shard(shard)
+	s.WindowRecords, s.WindowBytes, s.WindowSince = records, bytes, since
+}
+
+// windowDelivered counts a window delivered, closed for why.
+func (t *statsTracker) windowDelivered(why WindowReason) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.windows++
+	if t.windowsBy == nil {
+		t.windowsBy = map[WindowReason]int{}
+	}
+	t.windowsBy[why]++
+}
+
 // waitingForStream records since when Run waits for the stream; zero when
 // it does not.
 func (t *statsTracker) waitingForStream(since time.Time) {
@@ -303,6 +342,9 @@ func (t *statsTracker) snapshot() Stats {
 			c.ReadAge = max(now.Sub(c.LastReadAt), 0)
 			c.LagMillis = max(c.MillisBehindLatest, 0) + c.ReadAge.Milliseconds()
 		}
+		if !c.WindowSince.IsZero() {
+			c.WindowAge = max(now.Sub(c.WindowSince), 0)
+		}
 		s.Shards = append(s.Shards, c)
 	}
 	slices.SortFunc(s.Shards, func(a, b ShardStats) int { return strings.Compare(a.ShardID, b.ShardID) })
@@ -313,6 +355,10 @@ func (t *statsTracker) snapshot() Stats {
 	s.LeasesAcquired, s.LeasesLost, s.LeasesHandedOff = t.acquired, t.lost, t.handedOff
 	if t.lostBy != nil {
 		s.LeasesLostBy = maps.Clone(t.lostBy)
+	}
+	s.Windows = t.windows
+	if t.windowsBy != nil {
+		s.WindowsBy = maps.Clone(t.windowsBy)
 	}
 	return s
 }
