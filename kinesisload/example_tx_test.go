@@ -61,7 +61,8 @@ func (s *fencedSink) Deliver(ctx context.Context, b kinesisload.Batch) error {
 			}
 			if c <= 0 {
 				if b.Epoch == row.epoch {
-					return fmt.Errorf("shard %s: record %s overlaps checkpoint %v at epoch %d", b.ShardID, r.SequenceNumber, row.checkpoint, b.Epoch) // (d)
+					// (d) a bug no retry fixes: permanent.
+					return kinesisload.Permanent(fmt.Errorf("shard %s: record %s overlaps checkpoint %v at epoch %d", b.ShardID, r.SequenceNumber, row.checkpoint, b.Epoch))
 				}
 				continue // (c) a new owner's overlap: stored already
 			}

@@ -14,8 +14,19 @@
 // stored already, a no-op; (b) an epoch below the stored one is refused
 // with an error wrapping [kinesisload.ErrLeaseLost]; (c) a higher epoch
 // stores only the records after the stored checkpoint; (d) at the same
-// epoch an overlap is an error. [Memory.Store] explains each check; read
-// it as the specification in code.
+// epoch an overlap is an error (a permanent one, [kinesisload.Permanent]).
+// [Memory.Store] explains each check; read it as the specification in
+// code.
+//
+// A [github.com/tidemark/tidemark/kinesisload.TransactionalMultiSink]
+// applies the checks to each shard of a window in one transaction: it
+// stores every shard's batch and checkpoint, or nothing, and refuses the
+// shards check (b) fences with a [kinesisload.ShardsFencedError] naming
+// exactly them ([Memory.StoreMulti]). Run's cases named Multi... check
+// that on a Sink that has DeliverMulti: a window stored whole, a fenced
+// shard refused alone while the others are stored when delivered again
+// without it, nothing stored of a window with a bug, a new owner's
+// overlaps, and a zombie's and a new owner's windows at once.
 //
 // To check a Sink, give [Run] a [Harness]: handles on one store (a
 // zombie's and a new owner's) and a way to read back what a shard

@@ -16,19 +16,26 @@ import (
 
 // ErrOverlap is wrapped by the error [Memory.Deliver] returns for check (d):
 // a batch of the epoch that stored the shard's checkpoint overlaps that
-// checkpoint. It never wraps [kinesisload.ErrLeaseLost].
+// checkpoint. The error is permanent ([kinesisload.ErrPermanent]) and never
+// wraps [kinesisload.ErrLeaseLost].
 var ErrOverlap = errors.New("sinktest: batch overlaps the stored checkpoint at the same epoch")
 
 // ErrBadBatch is wrapped by the error [Memory.Deliver] returns for a batch
 // the Loader never makes: no stream or shard, a checkpoint that is not a
 // stored position (LATEST, invalid), records out of shard order, or a
-// checkpoint before its last record.
+// checkpoint before its last record; and by the error of
+// [Memory.DeliverMulti] for a call with two batches of one shard. The
+// error is permanent ([kinesisload.ErrPermanent]).
 var ErrBadBatch = errors.New("sinktest: malformed batch")
 
 // Memory is an in-memory [kinesisload.TransactionalSink] that keeps the
 // contract of TransactionalSink exactly, in its one-epoch form: the
-// reference implementation, for tests and to read. A zero Memory is not
-// valid: use [NewMemory].
+// reference implementation, for tests and to read. It is a
+// [kinesisload.TransactionalMultiSink] too ([Memory.DeliverMulti]): give
+// it to a Loader as is and the Loader batches every shard into windows;
+// hide DeliverMulti (kinesisload.SinkFunc(m.Deliver), or a type of your
+// own) to deliver shard by shard. A zero Memory is not valid: use
+// [NewMemory].
 //
 // It is one database shared by every host of a fleet: give each host's
 // Loader the same Memory (or a wrapper of it that records who delivered).
@@ -50,7 +57,7 @@ type Memory struct {
 	flaws flaw
 }
 
-var _ kinesisload.TransactionalSink = (*Memory)(nil)
+var _ kinesisload.TransactionalMultiSink = (*Memory)(nil)
 
 type shardKey struct{ stream, shard string }
 
@@ -143,7 +150,7 @@ func (m *Memory) Store(ctx context.Context, b kinesisload.Batch) (int, error) {
 		return 0, fmt.Errorf("sinktest: stream %s, shard %s: %w", b.Stream, b.ShardID, err)
 	}
 	if err := validate(b); err != nil {
-		return 0, fmt.Errorf("sinktest: stream %s, shard %s, batch ending at %v: %w", b.Stream, b.ShardID, b.Checkpoint, err)
+		return 0, kinesisload.Permanent(fmt.Errorf("sinktest: stream %s, shard %s, batch ending at %v: %w", b.Stream, b.ShardID, b.Checkpoint, err))
 	}
 	if m.flaws.has(flawNoLock) {
 		return m.unlocked(b)
@@ -168,6 +175,122 @@ func (m *Memory) Store(ctx context.Context, b kinesisload.Batch) (int, error) {
 		return 0, err
 	}
 	return m.apply(key, b, keep), nil
+}
+
+// DeliverMulti stores batches, of distinct shards, in one transaction:
+// see [Memory.StoreMulti].
+func (m *Memory) DeliverMulti(ctx context.Context, batches []kinesisload.Batch) error {
+	_, err := m.StoreMulti(ctx, batches)
+	return err
+}
+
+// StoreMulti is DeliverMulti that also returns how many records of each
+// batch it stored (as [Memory.Store] does for one).
+//
+// It is one transaction over every shard of the call, under the lock of
+// all their rows: it runs the checks of [Memory.Store] on each batch
+// against its shard's row, and then either stores what every batch keeps
+// (the records and each shard's row; a batch stored already, (a), keeps
+// nothing), or, when any check fails, nothing at all. When (b) refused one
+// or more shards, the error is a [*kinesisload.ShardsFencedError] naming
+// exactly those shards (it wraps [kinesisload.ErrLeaseLost]): the Loader
+// then delivers the others again without them. Any other failure (an
+// overlap (d), a malformed batch, two batches of one shard) is returned
+// as Store returns it, and stores nothing either.
+func (m *Memory) StoreMulti(ctx context.Context, batches []kinesisload.Batch) ([]int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sinktest: a call of %d batches: %w", len(batches), err)
+	}
+	seen := map[shardKey]bool{}
+	for _, b := range batches {
+		if err := validate(b); err != nil {
+			return nil, kinesisload.Permanent(fmt.Errorf("sinktest: stream %s, shard %s, batch ending at %v: %w", b.Stream, b.ShardID, b.Checkpoint, err))
+		}
+		k := shardKey{b.Stream, b.ShardID}
+		if seen[k] {
+			return nil, kinesisload.Permanent(fmt.Errorf("sinktest: stream %s, shard %s: %w: two batches of the shard in one call", b.Stream, b.ShardID, ErrBadBatch))
+		}
+		seen[k] = true
+	}
+	if m.flaws.has(flawMultiOneByOne) || m.flaws.has(flawNoLock) {
+		return m.oneByOne(ctx, batches)
+	}
+	m.mu.Lock() // the lock of every shard's row
+	defer m.mu.Unlock()
+	keeps := make([][]kinesisload.Record, len(batches))
+	var fenced []string
+	var fenceErrs []error
+	for i, b := range batches {
+		var row *Checkpoint
+		if s := m.shards[shardKey{b.Stream, b.ShardID}]; s != nil && !s.removed {
+			r := s.row // checked on a copy: nothing changes unless all pass
+			row = &r
+		}
+		keep, err := m.check(b, row)
+		switch {
+		case errors.Is(err, kinesisload.ErrLeaseLost):
+			fenced = append(fenced, b.ShardID)
+			fenceErrs = append(fenceErrs, err)
+		case err != nil:
+			return nil, err
+		}
+		keeps[i] = keep
+	}
+	if len(fenced) > 0 {
+		switch {
+		case m.flaws.has(flawMultiStoresAroundFence):
+			// Stores the others and says nothing of the fenced ones.
+			for i, b := range batches {
+				if keeps[i] != nil && !slices.Contains(fenced, b.ShardID) {
+					m.apply(shardKey{b.Stream, b.ShardID}, b, keeps[i])
+				}
+			}
+			return make([]int, len(batches)), nil
+		case m.flaws.has(flawMultiFencesAll):
+			fenced = fenced[:0]
+			for _, b := range batches {
+				fenced = append(fenced, b.ShardID)
+			}
+		case m.flaws.has(flawMultiUnnamedFence):
+			return nil, errors.Join(fenceErrs...)
+		}
+		slices.Sort(fenced)
+		return nil, &kinesisload.ShardsFencedError{Stream: batches[0].Stream, Shards: fenced, Err: errors.Join(fenceErrs...)}
+	}
+	n := make([]int, len(batches))
+	for i, b := range batches {
+		if keeps[i] == nil {
+			continue // (a): stored already
+		}
+		if i > 0 && m.flaws.has(flawMultiFirstCheckpointOnly) {
+			s := m.shards[shardKey{b.Stream, b.ShardID}]
+			if s != nil && !s.removed {
+				row := s.row
+				n[i] = m.apply(shardKey{b.Stream, b.ShardID}, b, keeps[i])
+				s.row = row // the records, not the checkpoint
+				continue
+			}
+		}
+		n[i] = m.apply(shardKey{b.Stream, b.ShardID}, b, keeps[i])
+	}
+	return n, nil
+}
+
+// oneByOne is the StoreMulti of a Memory broken by flawMultiOneByOne: a
+// transaction per batch, so a call that fails part-way has stored the
+// batches before the failure.
+func (m *Memory) oneByOne(ctx context.Context, batches []kinesisload.Batch) ([]int, error) {
+	n := make([]int, len(batches))
+	for i, b := range batches {
+		var err error
+		if n[i], err = m.Store(ctx, b); err != nil {
+			if errors.Is(err, kinesisload.ErrLeaseLost) {
+				return nil, &kinesisload.ShardsFencedError{Stream: b.Stream, Shards: []string{b.ShardID}, Err: err}
+			}
+			return nil, err
+		}
+	}
+	return n, nil
 }
 
 // none is the empty, non-nil slice of records: check's answer for a
@@ -281,9 +404,14 @@ func (m *Memory) after(b kinesisload.Batch, row Checkpoint) ([]kinesisload.Recor
 		case c > 0 || m.flaws.has(flawCStoresAll) && b.Epoch > row.Epoch:
 			keep = append(keep, r)
 		case b.Epoch == row.Epoch && !m.flaws.has(flawNoD):
-			// (d) The same lease overlaps what it stored.
-			return nil, fmt.Errorf("%w: record %s (sub-sequence %d) is at or before the checkpoint %v stored at epoch %d",
+			// (d) The same lease overlaps what it stored: a bug no
+			// retry fixes.
+			err := fmt.Errorf("%w: record %s (sub-sequence %d) is at or before the checkpoint %v stored at epoch %d",
 				ErrOverlap, r.SequenceNumber, r.SubSequenceNumber, row.Position, row.Epoch)
+			if m.flaws.has(flawDNotPermanent) {
+				return nil, err
+			}
+			return nil, kinesisload.Permanent(err)
 		case m.flaws.has(flawCAsD):
 			return nil, fmt.Errorf("%w: new owner", ErrOverlap)
 		}

@@ -71,6 +71,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
+			if _, ok := h.Sink("a").(multiSink); c.multi && !ok {
+				t.Skipf("the Sink (%T) has no DeliverMulti: not a kinesisload.TransactionalMultiSink", h.Sink("a"))
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			if err := c.run(ctx, h); err != nil {
@@ -81,29 +84,41 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 }
 
 // suiteCase is one case of the suite: run returns its first failure.
+// A multi case runs only on a Sink that has DeliverMulti.
 type suiteCase struct {
-	name string
-	run  func(ctx context.Context, h Harness) error
+	name  string
+	run   func(ctx context.Context, h Harness) error
+	multi bool
+}
+
+// multiSink is what the multi cases deliver through.
+type multiSink interface {
+	DeliverMulti(ctx context.Context, batches []kinesisload.Batch) error
 }
 
 // cases are the cases of Run, in order.
 var cases = []suiteCase{
-	{"StartBatch", testStartBatch},
-	{"Redelivery", testRedelivery},
-	{"LowerEpochRefused", testLowerEpoch},
-	{"NewOwnerOverlap", testNewOwnerOverlap},
-	{"NewOwnerLagging", testNewOwnerLagging},
-	{"ZombieAfterNoOp", testZombieAfterNoOp},
-	{"SameEpochOverlap", testSameEpochOverlap},
-	{"SingleProcess", testSingleProcess},
-	{"ShardEnd", testShardEnd},
-	{"Aggregated", testAggregated},
-	{"ConcurrentZombie", testConcurrentZombie},
-	{"ConcurrentFirstBatch", testConcurrentFirstBatch},
-	{"SequenceLength", testSequenceLength},
-	{"StartPositions", testStartPositions},
-	{"Checkpoints", testCheckpoints},
-	{"StartOverGeneration", testStartOverGeneration},
+	{"StartBatch", testStartBatch, false},
+	{"Redelivery", testRedelivery, false},
+	{"LowerEpochRefused", testLowerEpoch, false},
+	{"NewOwnerOverlap", testNewOwnerOverlap, false},
+	{"NewOwnerLagging", testNewOwnerLagging, false},
+	{"ZombieAfterNoOp", testZombieAfterNoOp, false},
+	{"SameEpochOverlap", testSameEpochOverlap, false},
+	{"SingleProcess", testSingleProcess, false},
+	{"ShardEnd", testShardEnd, false},
+	{"Aggregated", testAggregated, false},
+	{"ConcurrentZombie", testConcurrentZombie, false},
+	{"ConcurrentFirstBatch", testConcurrentFirstBatch, false},
+	{"SequenceLength", testSequenceLength, false},
+	{"StartPositions", testStartPositions, false},
+	{"Checkpoints", testCheckpoints, false},
+	{"StartOverGeneration", testStartOverGeneration, false},
+	{"MultiStoresAll", testMultiStoresAll, true},
+	{"MultiFencedShard", testMultiFencedShard, true},
+	{"MultiAllOrNothing", testMultiAllOrNothing, true},
+	{"MultiNewOwner", testMultiNewOwner, true},
+	{"MultiConcurrentZombie", testMultiConcurrentZombie, true},
 }
 
 // The cases deliver hand-made batches: record i of a shard has sequence
@@ -212,8 +227,8 @@ func (c *checker) deliver(host string, b kinesisload.Batch, want outcome, what s
 			c.failf("%s: Deliver = %v, want an error wrapping kinesisload.ErrLeaseLost (the sender lost the lease: check (b))", desc, err)
 		}
 	case refusedBug:
-		if err == nil || lost {
-			c.failf("%s: Deliver = %v, want an error that does not wrap kinesisload.ErrLeaseLost (an overlap at the stored epoch is a bug: check (d))", desc, err)
+		if err == nil || lost || !errors.Is(err, kinesisload.ErrPermanent) {
+			c.failf("%s: Deliver = %v, want a permanent error (kinesisload.Permanent) that does not wrap kinesisload.ErrLeaseLost (an overlap at the stored epoch is a bug: check (d))", desc, err)
 		}
 	case storedOrFence:
 		if err != nil && !lost {
@@ -700,5 +715,229 @@ func testStartOverGeneration(ctx context.Context, h Harness) error {
 	c.deliver("b", c.batch(shard0, base+1, 1, 3), stored, "the new generation's first batch")
 	c.expectStored(shard0, records(1, 3), "after the new generation's first batch")
 	c.expectCheckpoint(shard0, scan.AfterSequence(seq(3)), "after the new generation's first batch")
+	return c.err
+}
+
+// deliverMulti delivers bs in one DeliverMulti call through host's handle
+// and checks the outcome: want stored (nil), refusedBug, or leaseLost,
+// which must be a *kinesisload.ShardsFencedError naming exactly fenced.
+func (c *checker) deliverMulti(host string, bs []kinesisload.Batch, want outcome, fenced []string, what string) error {
+	if c.err != nil {
+		return c.err
+	}
+	ms, ok := c.h.Sink(host).(multiSink)
+	if !ok {
+		c.failf("%s: the Sink of host %s has no DeliverMulti", what, host)
+		return c.err
+	}
+	err := ms.DeliverMulti(c.ctx, bs)
+	var shards []string
+	for _, b := range bs {
+		shards = append(shards, fmt.Sprintf("%s ending at %v at epoch %d", b.ShardID, b.Checkpoint, b.Epoch))
+	}
+	desc := fmt.Sprintf("%s: host %s delivering a window of %s", what, host, strings.Join(shards, ", "))
+	switch want {
+	case stored:
+		if err != nil {
+			c.failf("%s: DeliverMulti = %v, want nil", desc, err)
+		}
+	case refusedBug:
+		if err == nil || errors.Is(err, kinesisload.ErrLeaseLost) || !errors.Is(err, kinesisload.ErrPermanent) {
+			c.failf("%s: DeliverMulti = %v, want a permanent error that does not wrap kinesisload.ErrLeaseLost", desc, err)
+		}
+	case leaseLost:
+		sf, ok := errors.AsType[*kinesisload.ShardsFencedError](err)
+		if !ok || !errors.Is(err, kinesisload.ErrLeaseLost) {
+			c.failf("%s: DeliverMulti = %v, want a *kinesisload.ShardsFencedError naming %v (check (b) of each shard)", desc, err, fenced)
+			break
+		}
+		got := slices.Sorted(slices.Values(sf.Shards))
+		if !slices.Equal(got, slices.Sorted(slices.Values(fenced))) {
+			c.failf("%s: DeliverMulti refused shards %v, want exactly %v: the other shards' records must be stored when delivered again without them", desc, got, fenced)
+		}
+	}
+	return err
+}
+
+// A window of several shards is stored whole: every shard's records and
+// checkpoint, whatever the shard's row was (none, a start, a checkpoint,
+// SHARD_END to store); the same window again is a no-op (a lost answer to
+// its COMMIT), and a window mixing a batch stored already with new ones
+// stores only the new ones.
+func testMultiStoresAll(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "MultiStoresAll")
+	c.deliver("a", c.start(shard1, scan.TrimHorizon()), stored, "a start batch")
+	c.deliver("a", c.batch(shard2, 1, 1, 2), stored, "a batch")
+	window := []kinesisload.Batch{
+		c.batch(shard0, 1, 1, 3),
+		c.batch(shard1, 1, 1, 2),
+		c.batch(shard2, 1, 3, 5),
+		c.of(shard3, 1, scan.ShardEnd(), records(1, 1)),
+	}
+	check := func(when string) {
+		c.expectStored(shard0, records(1, 3), when)
+		c.expectStored(shard1, records(1, 2), when)
+		c.expectStored(shard2, records(1, 5), when)
+		c.expectStored(shard3, records(1, 1), when)
+		c.expectCheckpoint(shard0, scan.AfterSequence(seq(3)), when)
+		c.expectCheckpoint(shard1, scan.AfterSequence(seq(2)), when)
+		c.expectCheckpoint(shard2, scan.AfterSequence(seq(5)), when)
+		c.expectCheckpoint(shard3, scan.ShardEnd(), when)
+	}
+	c.deliverMulti("a", window, stored, nil, "a window of four shards")
+	check("after the window")
+	c.deliverMulti("a", window, stored, nil, "the window again")
+	check("after the window again")
+	c.deliverMulti("a", []kinesisload.Batch{c.batch(shard0, 1, 4, 4), c.batch(shard1, 1, 1, 2), c.batch(shard2, 1, 6, 7)}, stored, nil,
+		"a window with a batch stored already")
+	c.expectStored(shard0, records(1, 4), "after the next window")
+	c.expectStored(shard1, records(1, 2), "after the next window")
+	c.expectStored(shard2, records(1, 7), "after the next window")
+	c.expectCheckpoint(shard0, scan.AfterSequence(seq(4)), "after the next window")
+	c.expectCheckpoint(shard2, scan.AfterSequence(seq(7)), "after the next window")
+	return c.err
+}
+
+// When one shard of a window was taken by a newer owner (check (b) for it
+// alone), the window is refused with a *kinesisload.ShardsFencedError
+// naming that shard and no other, and nothing of it is stored; delivered
+// again without that shard, the others are stored.
+func testMultiFencedShard(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "MultiFencedShard")
+	for _, s := range []string{shard0, shard1, shard2} {
+		c.deliver("a", c.batch(s, 1, 1, 2), stored, "a's batch")
+	}
+	c.deliver("b", c.batch(shard1, 2, 3, 4), stored, "the new owner of shard 1")
+	window := []kinesisload.Batch{c.batch(shard0, 1, 3, 5), c.batch(shard1, 1, 3, 5), c.batch(shard2, 1, 3, 5)}
+	c.deliverMulti("a", window, leaseLost, []string{shard1}, "a's window, shard 1 lost to b")
+	c.expectStored(shard0, records(1, 2), "after the refusal (nothing of the window)")
+	c.expectStored(shard1, records(1, 4), "after the refusal")
+	c.expectStored(shard2, records(1, 2), "after the refusal (nothing of the window)")
+	c.deliverMulti("a", []kinesisload.Batch{window[0], window[2]}, stored, nil, "a's window again, without shard 1")
+	c.expectStored(shard0, records(1, 5), "after the window without shard 1")
+	c.expectStored(shard2, records(1, 5), "after the window without shard 1")
+	c.expectCheckpoint(shard0, scan.AfterSequence(seq(5)), "after the window without shard 1")
+	c.expectCheckpoint(shard1, scan.AfterSequence(seq(4)), "after the window without shard 1")
+	c.expectCheckpoint(shard2, scan.AfterSequence(seq(5)), "after the window without shard 1")
+
+	c.deliver("b", c.batch(shard0, 3, 6, 6), stored, "the new owner of shard 0")
+	c.deliver("b", c.batch(shard2, 3, 6, 6), stored, "the new owner of shard 2")
+	c.deliverMulti("a", []kinesisload.Batch{c.batch(shard0, 1, 6, 7), c.batch(shard2, 1, 6, 7)}, leaseLost, []string{shard0, shard2}, "a's window, every shard lost")
+	c.expectStored(shard0, records(1, 6), "after every shard was refused")
+	c.expectStored(shard2, records(1, 6), "after every shard was refused")
+	return c.err
+}
+
+// A window one of whose batches is a bug (an overlap at the stored epoch,
+// check (d)) is refused with a permanent error, and nothing of it is
+// stored: one transaction.
+func testMultiAllOrNothing(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "MultiAllOrNothing")
+	c.deliver("a", c.batch(shard0, 1, 1, 3), stored, "a batch")
+	c.deliver("a", c.batch(shard1, 1, 1, 3), stored, "a batch")
+	c.deliverMulti("a", []kinesisload.Batch{c.batch(shard0, 1, 4, 5), c.batch(shard1, 1, 3, 5), c.batch(shard2, 1, 1, 2)}, refusedBug, nil,
+		"a window whose batch of shard 1 overlaps its checkpoint")
+	c.expectStored(shard0, records(1, 3), "after the refused window")
+	c.expectStored(shard1, records(1, 3), "after the refused window")
+	c.expectStored(shard2, nil, "after the refused window")
+	c.expectCheckpoint(shard0, scan.AfterSequence(seq(3)), "after the refused window")
+	if got := c.checkpoints(); c.err == nil {
+		if _, ok := got[shard2]; ok {
+			c.failf("after the refused window: Checkpoints has shard %s: %v", shard2, got[shard2])
+		}
+	}
+	return c.err
+}
+
+// A new owner's window overlapping what the previous owner stored (check
+// (c) for each shard), beside a shard it reads from a start: each shard
+// stores only what follows its checkpoint.
+func testMultiNewOwner(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "MultiNewOwner")
+	c.deliver("a", c.batch(shard0, 1, 1, 3), stored, "a's batch")
+	c.deliver("a", c.batch(shard1, 1, 1, 2), stored, "a's batch")
+	c.deliver("a", c.start(shard2, scan.AtSequence(seq(1))), stored, "a start batch")
+	c.deliverMulti("b", []kinesisload.Batch{c.batch(shard0, 2, 2, 5), c.batch(shard1, 2, 1, 4), c.batch(shard2, 2, 1, 2)}, stored, nil,
+		"the new owner's first window, overlapping")
+	c.expectStored(shard0, records(1, 5), "after the new owner's window")
+	c.expectStored(shard1, records(1, 4), "after the new owner's window")
+	c.expectStored(shard2, records(1, 2), "after the new owner's window")
+	c.deliver("a", c.batch(shard0, 1, 4, 6), leaseLost, "the previous owner's next batch")
+	return c.err
+}
+
+// A zombie (epoch 1) and the new owner (epoch 2) deliver windows over the
+// same shards at once, each window listing its shards in a different
+// order: neither blocks the other for ever (a Sink must lock the rows of a
+// window in one order), the new owner is never refused, the zombie only
+// with a *ShardsFencedError (and then delivers the rest again without
+// those shards, as the Loader does), and every record is stored once.
+func testMultiConcurrentZombie(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "MultiConcurrentZombie")
+	const n = 24
+	shards := []string{shard0, shard1, shard2, shard3}
+	for _, s := range shards {
+		c.deliver("a", c.batch(s, 1, 1, 2), stored, "a's batch before it is paused")
+	}
+	if c.err != nil {
+		return c.err
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	report := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	begin := make(chan struct{})
+	wg.Go(func() { // the zombie: windows of 2 records per shard, shards in reverse order
+		<-begin
+		live := slices.Clone(shards)
+		slices.Reverse(live)
+		for from := 3; from <= n && len(live) > 0; from += 2 {
+			for {
+				var bs []kinesisload.Batch
+				for _, s := range live {
+					bs = append(bs, c.batch(s, 1, from, min(from+1, n)))
+				}
+				err := h.Sink("a").(multiSink).DeliverMulti(ctx, bs)
+				if err == nil {
+					break
+				}
+				sf, ok := errors.AsType[*kinesisload.ShardsFencedError](err)
+				if !ok {
+					report(fmt.Errorf("the zombie's window from record %d: DeliverMulti = %v, want nil or a *ShardsFencedError", from, err))
+					return
+				}
+				live = slices.DeleteFunc(live, func(s string) bool { return slices.Contains(sf.Shards, s) })
+				if len(live) == 0 {
+					return
+				}
+			}
+		}
+	})
+	wg.Go(func() { // the new owner: windows of 3 records per shard from the start, shards in order
+		<-begin
+		for from := 1; from <= n; from += 3 {
+			var bs []kinesisload.Batch
+			for _, s := range shards {
+				bs = append(bs, c.batch(s, 2, from, min(from+2, n)))
+			}
+			if err := h.Sink("b").(multiSink).DeliverMulti(ctx, bs); err != nil {
+				report(fmt.Errorf("the new owner's window from record %d: DeliverMulti = %v, want nil", from, err))
+				return
+			}
+		}
+	})
+	close(begin)
+	wg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("stream %s: %w", c.stream, errors.Join(errs...))
+	}
+	for _, s := range shards {
+		c.expectStored(s, records(1, n), "after the zombie and the new owner")
+		c.expectCheckpoint(s, scan.AfterSequence(seq(n)), "after the zombie and the new owner")
+	}
 	return c.err
 }
