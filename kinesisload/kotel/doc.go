@@ -26,8 +26,10 @@
 // operation, such as "GetRecords", "ListShards", or "Deliver" for the
 // Sink), State is tidemark.state, From and To are tidemark.state.from and
 // tidemark.state.to (a shard state such as "ACTIVE"), Reason is
-// tidemark.lease.reason (why a lease came or went, such as "expired");
-// every measurement also has the attributes given with [WithAttributes].
+// tidemark.lease.reason (why a lease came or went, such as "expired"),
+// Window is tidemark.window.reason (what closed a window, such as
+// "wait"); every measurement also has the attributes given with
+// [WithAttributes].
 //
 //	name                                 kind                  unit        attributes  fed by
 //	tidemark.records.delivered           Int64Counter          {record}    S H         OnBatchDelivered
@@ -56,6 +58,12 @@
 //	tidemark.leases.handed_off           Int64Counter          {lease}     S H Reason  OnLeaseHandedOff
 //	tidemark.leases.held                 Int64ObservableGauge  {lease}     S           OnLeaseAcquired, OnLeaseLost, OnLeaseHandedOff
 //	tidemark.lease.epoch                 Int64ObservableGauge  {epoch}     S H         OnLeaseAcquired
+//	tidemark.windows                     Int64Counter          {window}    S Window    OnWindowDelivered
+//	tidemark.window.records              Int64Histogram        {record}    S           OnWindowDelivered
+//	tidemark.window.bytes                Int64Histogram        By          S           OnWindowDelivered
+//	tidemark.window.shards               Int64Histogram        {shard}     S           OnWindowDelivered
+//	tidemark.window.age                  Float64Histogram      s           S           OnWindowDelivered
+//	tidemark.shard.window_wait           Int64ObservableGauge  ms          S H         OnBatchDelivered
 //
 // What they mean:
 //
@@ -122,6 +130,22 @@
 //     from the first lease of the stream on, 0 included), and
 //     tidemark.lease.epoch the fencing epoch of each one; a lease leaves
 //     the gauge when it is lost or handed off, or its shard COMPLETED.
+//   - tidemark.windows counts the windows of batches delivered and
+//     committed (kinesisload.Config.MaxBatchWait and its bounds, or a
+//     MultiSink) by what closed them: records, bytes, wait, budget (the
+//     memory bound needed their pages: raise MaxBufferedBytes if it is
+//     frequent), shard_end or stop. tidemark.window.records,
+//     tidemark.window.bytes and tidemark.window.shards are the sizes of
+//     each (default buckets: records 1 to 1,000,000 by tens; bytes 1 KiB,
+//     16 KiB, 256 KiB, 1, 4, 16, 64 and 256 MiB; shards 1 to 4,096 by
+//     doubling), and tidemark.window.age how long its oldest record had
+//     waited in it when it closed (the buckets of tidemark.batch.latency,
+//     [WithBatchLatencyBuckets]).
+//     Without windows none of them has a data point.
+//   - tidemark.shard.window_wait is, per shard, how long the oldest
+//     record of its last batch waited in its window: the lag windows add
+//     (kinesisload.Stats shows what waits in the open windows now). A
+//     shard appears with its first batch in a window.
 //
 // # Cardinality
 //
@@ -157,6 +181,7 @@
 //	name                     kind      status  fed by
 //	process {stream}         CONSUMER  Unset   OnBatchDelivered
 //	process {stream}         CONSUMER  Error   OnRetry, for Op "Deliver"
+//	window {stream}          INTERNAL  Unset   OnWindowDelivered
 //	fetch {stream}           INTERNAL  Unset   OnFetched, for a page with records (any page with WithEmptyFetchSpans)
 //	initialise {stream}      INTERNAL  Unset   OnInitResolved
 //	initialise {stream}      INTERNAL  Error   OnRetry, for Op "Initialise"
@@ -181,6 +206,18 @@
 //     (BatchDelivered.Latency): the Sink's Deliver, with any refused tries
 //     and their backoffs, and the commit. No hook reports a commit by
 //     itself, so there is no commit span.
+//     With windows it also has tidemark.window.wait: how long the
+//     batch's oldest record waited in its window, in seconds.
+//   - window: a window of batches delivered (kinesisload.Config.MaxBatchWait,
+//     or a MultiSink's window across shards), from the read of its oldest
+//     record (WindowDelivered.Age and Latency before the hook) to the
+//     durable commit of every shard's checkpoint in it.
+//     messaging.batch.message_count (its records), tidemark.bytes,
+//     tidemark.window.shards, tidemark.window.pages, tidemark.window.reason
+//     (what closed it), tidemark.window.age (how long its oldest record
+//     had waited when it closed, in seconds) and tidemark.attempts (the
+//     Sink calls it took). Its batches have process spans of their own,
+//     which lie within it.
 //   - process (Error): a try of Deliver that the Sink refused and that is
 //     tried again. messaging.operation.name and messaging.operation.type
 //     "process", error.type (the Go type of the error, as

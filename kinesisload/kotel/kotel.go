@@ -40,6 +40,9 @@ const (
 	// String of a kinesisload.AcquireReason, LostReason or HandoffReason,
 	// such as "expired" or "self_fenced".
 	AttrReason = attribute.Key("tidemark.lease.reason")
+	// AttrWindowReason is what closed a window of batches: the String of
+	// a kinesisload.WindowReason, such as "wait" or "budget".
+	AttrWindowReason = attribute.Key("tidemark.window.reason")
 )
 
 // StateNone is the value of [AttrStateFrom] when a shard had no state
@@ -53,6 +56,9 @@ var (
 	defaultBatchLatencyBuckets  = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 	defaultInitDurationBuckets  = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 	defaultBatchAttemptsBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 10, 15, 20}
+	defaultWindowRecordsBuckets = []float64{1, 10, 100, 1000, 10000, 100000, 1000000}
+	defaultWindowBytesBuckets   = []float64{1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20}
+	defaultWindowShardsBuckets  = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}
 )
 
 var (
@@ -184,7 +190,7 @@ func checkBounds(opt string, b []float64) error {
 	return nil
 }
 
-var ownKeys = append([]attribute.Key{AttrStream, AttrShard, AttrOp, AttrState, AttrStateFrom, AttrStateTo, AttrReason}, spanOwnKeys...)
+var ownKeys = append([]attribute.Key{AttrStream, AttrShard, AttrOp, AttrState, AttrStateFrom, AttrStateTo, AttrReason, AttrWindowReason}, spanOwnKeys...)
 
 // liveStates are the states tidemark.shards reports; a COMPLETED shard is
 // forgotten.
@@ -230,6 +236,12 @@ type Metrics struct {
 	leasesHandedOff  metric.Int64Counter
 	leasesHeld       metric.Int64ObservableGauge
 	leaseEpoch       metric.Int64ObservableGauge
+	windows          metric.Int64Counter
+	windowRecords    metric.Int64Histogram
+	windowBytes      metric.Int64Histogram
+	windowShards     metric.Int64Histogram
+	windowAge        metric.Float64Histogram
+	windowWait       metric.Int64ObservableGauge
 
 	reg       metric.Registration
 	closeOnce sync.Once
@@ -251,6 +263,12 @@ type streamEntry struct {
 	// leased is set once a lease of the stream was acquired: from then on
 	// tidemark.leases.held reports the stream, 0 too.
 	leased atomic.Bool
+	// windowed is set once a window of the stream was delivered: from
+	// then on every batch's wait in its window is kept for
+	// tidemark.shard.window_wait, 0 too.
+	windowed atomic.Bool
+	// reasons caches the attribute sets of tidemark.windows, by reason.
+	reasons sync.Map // kinesisload.WindowReason -> []metric.AddOption
 }
 
 type shardKey struct{ stream, shard string }
@@ -266,11 +284,14 @@ type shardEntry struct {
 	state  atomic.Uint32 // a kinesisload.ShardState; 0: none reported
 	held   atomic.Bool   // this host holds the shard's lease
 	epoch  atomic.Uint64 // the lease's epoch, while held
+	wait   atomic.Int64  // the last batch's wait in its window, in ms
+	waited atomic.Bool   // wait holds a value
 }
 
 // Interface checks: Metrics implements every hook.
 var (
 	_ kinesisload.HookBatchDelivered    = (*Metrics)(nil)
+	_ kinesisload.HookWindowDelivered   = (*Metrics)(nil)
 	_ kinesisload.HookShardState        = (*Metrics)(nil)
 	_ kinesisload.HookInitResolved      = (*Metrics)(nil)
 	_ kinesisload.HookInitProgress      = (*Metrics)(nil)
@@ -326,6 +347,26 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	m.leasesAcquired = counter("tidemark.leases.acquired", "{lease}", "Shard leases this host was granted and started reading under, by reason.")
 	m.leasesLost = counter("tidemark.leases.lost", "{lease}", "Shard leases this host lost (the shard stopped at once; its uncommitted batch may be delivered again elsewhere), by reason.")
 	m.leasesHandedOff = counter("tidemark.leases.handed_off", "{lease}", "Shard leases this host gave up on a planned move after committing its batch in flight, by reason.")
+	m.windows = counter("tidemark.windows", "{window}", "Windows of batches delivered and committed, by what closed them.")
+	intHist := func(name, unit, desc string, bounds []float64) metric.Int64Histogram {
+		h, err := meter.Int64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(bounds...))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("kotel: instrument %s: %w", name, err))
+		}
+		return h
+	}
+	m.windowRecords = intHist("tidemark.window.records", "{record}", "Records of each window delivered.", defaultWindowRecordsBuckets)
+	m.windowBytes = intHist("tidemark.window.bytes", "By", "Payload bytes (data and partition keys) of each window delivered.", defaultWindowBytesBuckets)
+	m.windowShards = intHist("tidemark.window.shards", "{shard}", "Shards with a batch in each window delivered: 1 unless the Sink is a MultiSink.", defaultWindowShardsBuckets)
+	if m.windowAge, err = meter.Float64Histogram("tidemark.window.age", metric.WithUnit("s"),
+		metric.WithDescription("How long each window's oldest record had waited in it when it closed."),
+		metric.WithExplicitBucketBoundaries(cfg.latencyBounds...)); err != nil {
+		errs = append(errs, fmt.Errorf("kotel: instrument tidemark.window.age: %w", err))
+	}
+	if m.windowWait, err = meter.Int64ObservableGauge("tidemark.shard.window_wait", metric.WithUnit("ms"),
+		metric.WithDescription("How long the oldest record of the shard's last batch waited in its window.")); err != nil {
+		errs = append(errs, fmt.Errorf("kotel: instrument tidemark.shard.window_wait: %w", err))
+	}
 
 	if m.batchLatency, err = meter.Float64Histogram("tidemark.batch.latency", metric.WithUnit("s"),
 		metric.WithDescription("Time from the GetRecords call that returned a batch to the durable commit of its checkpoint."),
@@ -365,7 +406,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	if m.reg, err = meter.RegisterCallback(m.observe, m.behind, m.shards, m.leasesHeld, m.leaseEpoch); err != nil {
+	if m.reg, err = meter.RegisterCallback(m.observe, m.behind, m.shards, m.leasesHeld, m.leaseEpoch, m.windowWait); err != nil {
 		return nil, fmt.Errorf("kotel: registering the callback of the observable gauges: %w", err)
 	}
 	return m, nil
@@ -403,6 +444,9 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		e := v.(*shardEntry)
 		if e.seen.Load() {
 			o.ObserveInt64(m.behind, e.behind.Load(), e.opt)
+		}
+		if e.waited.Load() {
+			o.ObserveInt64(m.windowWait, e.wait.Load(), e.opt)
 		}
 		if e.held.Load() {
 			o.ObserveInt64(m.leaseEpoch, int64(min(e.epoch.Load(), math.MaxInt64)), e.opt)
@@ -472,8 +516,9 @@ func (m *Metrics) shard(stream, shard string) *shardEntry {
 }
 
 // OnBatchDelivered implements [kinesisload.HookBatchDelivered]: it counts
-// tidemark.records.delivered and tidemark.bytes.delivered and records
-// tidemark.batch.latency and tidemark.batch.attempts.
+// tidemark.records.delivered and tidemark.bytes.delivered, records
+// tidemark.batch.latency and tidemark.batch.attempts, and with windows
+// keeps the batch's wait for tidemark.shard.window_wait.
 func (m *Metrics) OnBatchDelivered(e kinesisload.BatchDelivered) {
 	ctx := context.Background()
 	sh := m.shard(e.Stream, e.ShardID)
@@ -481,6 +526,29 @@ func (m *Metrics) OnBatchDelivered(e kinesisload.BatchDelivered) {
 	m.bytesDelivered.Add(ctx, e.Bytes, sh.add...)
 	m.batchLatency.Record(ctx, e.Latency.Seconds(), sh.stream.record...)
 	m.batchAttempts.Record(ctx, int64(e.Attempts), sh.stream.record...)
+	if e.Waited > 0 || sh.stream.windowed.Load() {
+		sh.wait.Store(e.Waited.Milliseconds())
+		sh.waited.Store(true)
+	}
+}
+
+// OnWindowDelivered implements [kinesisload.HookWindowDelivered]: it
+// counts tidemark.windows by what closed the window, and records
+// tidemark.window.records, tidemark.window.bytes, tidemark.window.shards
+// and tidemark.window.age.
+func (m *Metrics) OnWindowDelivered(e kinesisload.WindowDelivered) {
+	ctx := context.Background()
+	s := m.stream(e.Stream)
+	s.windowed.Store(true)
+	add, ok := s.reasons.Load(e.Reason)
+	if !ok {
+		add, _ = s.reasons.LoadOrStore(e.Reason, []metric.AddOption{m.set(AttrStream.String(e.Stream), AttrWindowReason.String(e.Reason.String()))})
+	}
+	m.windows.Add(ctx, 1, add.([]metric.AddOption)...)
+	m.windowRecords.Record(ctx, int64(e.Records), s.record...)
+	m.windowBytes.Record(ctx, e.Bytes, s.record...)
+	m.windowShards.Record(ctx, int64(e.Shards), s.record...)
+	m.windowAge.Record(ctx, e.Age.Seconds(), s.record...)
 }
 
 // OnFetched implements [kinesisload.HookFetched]: it counts

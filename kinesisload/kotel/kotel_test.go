@@ -106,6 +106,47 @@ func TestOnBatchDelivered(t *testing.T) {
 	}
 }
 
+// TestOnWindowDelivered: windows are counted by what closed them, their
+// sizes and ages recorded per stream; a shard's last wait in a window is
+// its tidemark.shard.window_wait, kept once the stream has windows (a
+// batch that waited 0 too), and absent for a stream without.
+func TestOnWindowDelivered(t *testing.T) {
+	m, r := newMetrics(t)
+	m.OnBatchDelivered(kinesisload.BatchDelivered{Stream: "plain", ShardID: shard0, Records: 1, Bytes: 1, Attempts: 1})
+	m.OnBatchDelivered(kinesisload.BatchDelivered{Stream: stream, ShardID: shard0, Records: 3, Bytes: 30, Attempts: 1, Waited: 700 * time.Millisecond})
+	m.OnBatchDelivered(kinesisload.BatchDelivered{Stream: stream, ShardID: shard1, Records: 2, Bytes: 20, Attempts: 1, Waited: 300 * time.Millisecond})
+	m.OnWindowDelivered(kinesisload.WindowDelivered{Stream: stream, Shards: 2, Records: 5, Bytes: 50, Pages: 3, Reason: kinesisload.WindowWait, Age: 700 * time.Millisecond, Attempts: 1})
+	m.OnBatchDelivered(kinesisload.BatchDelivered{Stream: stream, ShardID: shard1, Records: 1, Bytes: 2000, Attempts: 1})
+	m.OnWindowDelivered(kinesisload.WindowDelivered{Stream: stream, Shards: 1, Records: 1, Bytes: 2000, Pages: 1, Reason: kinesisload.WindowBudget, Attempts: 1})
+	got := collect(t, r)
+
+	if diff := cmp.Diff(map[string]int64{"tidemark.stream=orders,tidemark.window.reason=wait": 1, "tidemark.stream=orders,tidemark.window.reason=budget": 1},
+		ints(t, got, "tidemark.windows")); diff != "" {
+		t.Errorf("tidemark.windows (-want +got):\n%s", diff)
+	}
+	rb := []float64{1, 10, 100, 1000, 10000, 100000, 1000000}
+	if diff := cmp.Diff(map[string]hist{"tidemark.stream=orders": {Count: 2, Sum: 6, Bounds: rb, Buckets: buckets(rb, 5, 1)}}, hists(t, got, "tidemark.window.records")); diff != "" {
+		t.Errorf("tidemark.window.records (-want +got):\n%s", diff)
+	}
+	bb := []float64{1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20}
+	if diff := cmp.Diff(map[string]hist{"tidemark.stream=orders": {Count: 2, Sum: 2050, Bounds: bb, Buckets: buckets(bb, 50, 2000)}}, hists(t, got, "tidemark.window.bytes")); diff != "" {
+		t.Errorf("tidemark.window.bytes (-want +got):\n%s", diff)
+	}
+	sb := []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}
+	if diff := cmp.Diff(map[string]hist{"tidemark.stream=orders": {Count: 2, Sum: 3, Bounds: sb, Buckets: buckets(sb, 2, 1)}}, hists(t, got, "tidemark.window.shards")); diff != "" {
+		t.Errorf("tidemark.window.shards (-want +got):\n%s", diff)
+	}
+	lb := []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+	if diff := cmp.Diff(map[string]hist{"tidemark.stream=orders": {Count: 2, Sum: 0.7, Bounds: lb, Buckets: buckets(lb, 0.7, 0)}}, hists(t, got, "tidemark.window.age"), cmp.Comparer(approx)); diff != "" {
+		t.Errorf("tidemark.window.age (-want +got):\n%s", diff)
+	}
+	s0 := "tidemark.shard=" + shard0 + ",tidemark.stream=orders"
+	s1 := "tidemark.shard=" + shard1 + ",tidemark.stream=orders"
+	if diff := cmp.Diff(map[string]int64{s0: 700, s1: 0}, ints(t, got, "tidemark.shard.window_wait")); diff != "" {
+		t.Errorf("tidemark.shard.window_wait (-want +got):\n%s", diff)
+	}
+}
+
 // approx compares float64s up to rounding.
 func approx(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(a)) }
 
@@ -358,7 +399,8 @@ func TestLeaseHooks(t *testing.T) {
 // callEveryHook calls every hook method once, with events that make every
 // instrument report.
 func callEveryHook(m *kotel.Metrics) {
-	m.OnBatchDelivered(kinesisload.BatchDelivered{Stream: stream, ShardID: shard0, Records: 1, Bytes: 1, Latency: time.Millisecond, Attempts: 1})
+	m.OnBatchDelivered(kinesisload.BatchDelivered{Stream: stream, ShardID: shard0, Records: 1, Bytes: 1, Latency: time.Millisecond, Attempts: 1, Waited: time.Millisecond})
+	m.OnWindowDelivered(kinesisload.WindowDelivered{Stream: stream, Shards: 1, Records: 1, Bytes: 1, Pages: 1, Reason: kinesisload.WindowWait, Age: time.Millisecond, Attempts: 1})
 	m.OnFetched(kinesisload.Fetched{Stream: stream, ShardID: shard0, Records: 1, Bytes: 1, MillisBehindLatest: 5})
 	m.OnShardState(kinesisload.ShardStateChanged{Stream: stream, ShardID: shard0, To: kinesisload.StateActive})
 	m.OnInitProgress(kinesisload.InitProgress{Stream: stream, ShardID: shard0, Done: 1, Total: 1, Calls: 1, Bytes: 1})
@@ -385,8 +427,8 @@ func TestInstrumentTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	letters := map[string]attribute.Key{"S": kotel.AttrStream, "H": kotel.AttrShard, "O": kotel.AttrOp,
-		"State": kotel.AttrState, "From": kotel.AttrStateFrom, "To": kotel.AttrStateTo, "Reason": kotel.AttrReason}
-	line := regexp.MustCompile(`(?m)^//\t(tidemark\.\S+)\s+(\S+)\s+(\S+)\s+((?:(?:S|H|O|State|From|To|Reason) )*(?:S|H|O|State|From|To|Reason))\s+On`)
+		"State": kotel.AttrState, "From": kotel.AttrStateFrom, "To": kotel.AttrStateTo, "Reason": kotel.AttrReason, "Window": kotel.AttrWindowReason}
+	line := regexp.MustCompile(`(?m)^//\t(tidemark\.\S+)\s+(\S+)\s+(\S+)\s+((?:(?:S|H|O|State|From|To|Reason|Window) )*(?:S|H|O|State|From|To|Reason|Window))\s+On`)
 	for _, mm := range line.FindAllStringSubmatch(string(src), -1) {
 		var keys []string
 		for _, l := range strings.Fields(mm[4]) {
@@ -394,8 +436,8 @@ func TestInstrumentTable(t *testing.T) {
 		}
 		want[mm[1]] = row{mm[2], mm[3], strings.Join(slices.Sorted(slices.Values(keys)), " ")}
 	}
-	if len(want) != 26 {
-		t.Fatalf("parsed %d rows of the table in doc.go, want 26", len(want))
+	if len(want) != 32 {
+		t.Fatalf("parsed %d rows of the table in doc.go, want 32", len(want))
 	}
 
 	m, r := newMetrics(t)
@@ -459,8 +501,8 @@ func TestOptions(t *testing.T) {
 		kotel.WithInitDurationBuckets(10, 100, 1000))
 	callEveryHook(m)
 	got := collect(t, r)
-	if len(got) != 26 {
-		t.Errorf("%d instruments reported, want 26", len(got))
+	if len(got) != 32 {
+		t.Errorf("%d instruments reported, want 32", len(got))
 	}
 	for name, md := range got {
 		var sets []attribute.Set
@@ -502,6 +544,7 @@ func TestOptions(t *testing.T) {
 		bounds []float64
 	}{
 		{"tidemark.batch.latency", []float64{0.1, 1}},
+		{"tidemark.window.age", []float64{0.1, 1}},
 		{"tidemark.init.duration", []float64{10, 100, 1000}},
 	} {
 		for k, h := range hists(t, got, c.name) {

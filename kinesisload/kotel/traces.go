@@ -75,13 +75,24 @@ const (
 	AttrEpoch = attribute.Key("tidemark.lease.epoch")
 	// AttrRelease is how a lease held ended: "lost" or "handed_off".
 	AttrRelease = attribute.Key("tidemark.lease.release")
+	// AttrWindowShards is how many shards had a batch in a window.
+	AttrWindowShards = attribute.Key("tidemark.window.shards")
+	// AttrWindowPages is how many pages a window held.
+	AttrWindowPages = attribute.Key("tidemark.window.pages")
+	// AttrWindowAge is how long a window's oldest record had waited in
+	// it when it closed, in seconds.
+	AttrWindowAge = attribute.Key("tidemark.window.age")
+	// AttrWindowWait is, on a process span, how long the batch's oldest
+	// record waited in its window, in seconds; absent without windows.
+	AttrWindowWait = attribute.Key("tidemark.window.wait")
 )
 
 // spanOwnKeys are the tidemark keys of the spans; [WithAttributes] refuses
 // them like the other Attr constants.
 var spanOwnKeys = []attribute.Key{AttrBytes, AttrMillisBehind, AttrAttempts, AttrRetryAttempt, AttrRetryBackoff,
 	AttrPosition, AttrInitShards, AttrInitResolved, AttrInitReused, AttrInitStrategy, AttrInitUnanswered, AttrInitT0,
-	AttrInitDone, AttrInitTotal, AttrInitCalls, AttrEpoch, AttrRelease}
+	AttrInitDone, AttrInitTotal, AttrInitCalls, AttrEpoch, AttrRelease, AttrWindowShards, AttrWindowPages, AttrWindowAge,
+	AttrWindowWait}
 
 // semconvKeys are the semantic-convention keys the spans have; NewTraces
 // refuses them in [WithAttributes].
@@ -103,6 +114,7 @@ const (
 	opInitialise = "initialise"
 	opAcquired   = "lease acquired"
 	opHeld       = "lease held"
+	opWindow     = "window"
 )
 
 // EventShardResolved is the name of the event of an initialise span for
@@ -150,14 +162,15 @@ type resolvedShard struct {
 
 // Interface checks: the hooks Traces makes spans of.
 var (
-	_ kinesisload.HookBatchDelivered = (*Traces)(nil)
-	_ kinesisload.HookFetched        = (*Traces)(nil)
-	_ kinesisload.HookRetry          = (*Traces)(nil)
-	_ kinesisload.HookInitProgress   = (*Traces)(nil)
-	_ kinesisload.HookInitResolved   = (*Traces)(nil)
-	_ kinesisload.HookLeaseAcquired  = (*Traces)(nil)
-	_ kinesisload.HookLeaseLost      = (*Traces)(nil)
-	_ kinesisload.HookLeaseHandedOff = (*Traces)(nil)
+	_ kinesisload.HookBatchDelivered  = (*Traces)(nil)
+	_ kinesisload.HookWindowDelivered = (*Traces)(nil)
+	_ kinesisload.HookFetched         = (*Traces)(nil)
+	_ kinesisload.HookRetry           = (*Traces)(nil)
+	_ kinesisload.HookInitProgress    = (*Traces)(nil)
+	_ kinesisload.HookInitResolved    = (*Traces)(nil)
+	_ kinesisload.HookLeaseAcquired   = (*Traces)(nil)
+	_ kinesisload.HookLeaseLost       = (*Traces)(nil)
+	_ kinesisload.HookLeaseHandedOff  = (*Traces)(nil)
 )
 
 // NewTraces returns a Traces that records its spans on a Tracer named
@@ -219,11 +232,31 @@ func processAttrs(shard string, kv ...attribute.KeyValue) []attribute.KeyValue {
 // e.Latency) to now, just after the durable commit of its checkpoint.
 func (t *Traces) OnBatchDelivered(e kinesisload.BatchDelivered) {
 	end := time.Now()
-	s := t.start(opProcess, e.Stream, trace.SpanKindConsumer, end.Add(-e.Latency), processAttrs(e.ShardID,
-		semconv.MessagingBatchMessageCount(e.Records),
+	kv := []attribute.KeyValue{semconv.MessagingBatchMessageCount(e.Records),
 		AttrBytes.Int64(e.Bytes),
 		AttrMillisBehind.Int64(e.MillisBehindLatest),
-		AttrAttempts.Int(e.Attempts))...)
+		AttrAttempts.Int(e.Attempts)}
+	if e.Waited > 0 {
+		kv = append(kv, AttrWindowWait.Float64(e.Waited.Seconds()))
+	}
+	s := t.start(opProcess, e.Stream, trace.SpanKindConsumer, end.Add(-e.Latency), processAttrs(e.ShardID, kv...)...)
+	s.End(trace.WithTimestamp(end))
+}
+
+// OnWindowDelivered implements [kinesisload.HookWindowDelivered]: a
+// window span from the read of the window's oldest record (now less
+// e.Latency and e.Age) to now, just after the durable commit of every
+// shard's checkpoint in it.
+func (t *Traces) OnWindowDelivered(e kinesisload.WindowDelivered) {
+	end := time.Now()
+	s := t.start(opWindow, e.Stream, trace.SpanKindInternal, end.Add(-e.Latency-e.Age),
+		semconv.MessagingBatchMessageCount(e.Records),
+		AttrBytes.Int64(e.Bytes),
+		AttrWindowShards.Int(e.Shards),
+		AttrWindowPages.Int(e.Pages),
+		AttrWindowReason.String(e.Reason.String()),
+		AttrWindowAge.Float64(e.Age.Seconds()),
+		AttrAttempts.Int(e.Attempts))
 	s.End(trace.WithTimestamp(end))
 }
 

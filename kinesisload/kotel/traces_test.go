@@ -187,6 +187,47 @@ func TestTracesProcess(t *testing.T) {
 	}
 }
 
+// TestTracesWindow: a window is an INTERNAL span from the read of its
+// oldest record (Age and Latency before the hook) to the hook; a batch of
+// a window has its wait in the window on its process span, and no such
+// attribute without windows.
+func TestTracesWindow(t *testing.T) {
+	tr, exp := newTraces(t)
+	before := time.Now()
+	tr.OnWindowDelivered(kinesisload.WindowDelivered{Stream: stream, Shards: 3, Records: 40, Bytes: 400, Pages: 5,
+		Reason: kinesisload.WindowRecords, Age: 800 * time.Millisecond, Latency: 50 * time.Millisecond, Attempts: 2})
+	after := time.Now()
+	s := one(t, exp.GetSpans(), "window orders")
+	checkRoot(t, s)
+	if s.SpanKind != trace.SpanKindInternal {
+		t.Errorf("kind %v, want %v", s.SpanKind, trace.SpanKindInternal)
+	}
+	want := common("messaging.batch.message_count", int64(40), "tidemark.bytes", int64(400), "tidemark.window.shards", int64(3),
+		"tidemark.window.pages", int64(5), "tidemark.window.reason", "records", "tidemark.window.age", 0.8, "tidemark.attempts", int64(2))
+	if diff := cmp.Diff(want, attrs(s.Attributes)); diff != "" {
+		t.Errorf("attributes (-want +got):\n%s", diff)
+	}
+	checkEnd(t, s, before, after, 850*time.Millisecond)
+
+	tr, exp = newTraces(t)
+	tr.OnBatchDelivered(kinesisload.BatchDelivered{Stream: stream, ShardID: shard0, Records: 1, Bytes: 1, Attempts: 1, Waited: 250 * time.Millisecond})
+	tr.OnBatchDelivered(kinesisload.BatchDelivered{Stream: stream, ShardID: shard1, Records: 1, Bytes: 1, Attempts: 1})
+	for _, p := range named(exp.GetSpans(), "process orders") {
+		a := attrs(p.Attributes)
+		wait, ok := a["tidemark.window.wait"]
+		switch a["messaging.destination.partition.id"] {
+		case shard0:
+			if wait != 0.25 {
+				t.Errorf("a batch that waited 250 ms in its window: tidemark.window.wait = %v, want 0.25", wait)
+			}
+		case shard1:
+			if ok {
+				t.Errorf("a batch without a window: tidemark.window.wait = %v, want none", wait)
+			}
+		}
+	}
+}
+
 // TestTracesFetch: a page with records is an INTERNAL span of no length;
 // an empty page is none, unless WithEmptyFetchSpans.
 func TestTracesFetch(t *testing.T) {
@@ -268,10 +309,14 @@ var traceHookCalls = []struct {
 	call func(*kotel.Traces)
 }{
 	{"OnBatchDelivered", func(tr *kotel.Traces) {
-		tr.OnBatchDelivered(kinesisload.BatchDelivered{Stream: stream, ShardID: shard0, Records: 1, Bytes: 1, Latency: time.Millisecond, Attempts: 1})
+		tr.OnBatchDelivered(kinesisload.BatchDelivered{Stream: stream, ShardID: shard0, Records: 1, Bytes: 1, Latency: time.Millisecond, Attempts: 1, Waited: time.Millisecond})
 	}},
 	{"OnRetry", func(tr *kotel.Traces) {
 		tr.OnRetry(kinesisload.Retry{Stream: stream, ShardID: shard0, Op: "Deliver", Attempt: 1, Err: errors.New("refused")})
+	}},
+	{"OnWindowDelivered", func(tr *kotel.Traces) {
+		tr.OnWindowDelivered(kinesisload.WindowDelivered{Stream: stream, Shards: 2, Records: 3, Bytes: 4, Pages: 2, Reason: kinesisload.WindowBudget,
+			Age: time.Second, Latency: time.Millisecond, Attempts: 1})
 	}},
 	{"OnFetched", func(tr *kotel.Traces) {
 		tr.OnFetched(kinesisload.Fetched{Stream: stream, ShardID: shard0, Records: 1, Bytes: 1, MillisBehindLatest: 5})
