@@ -224,9 +224,9 @@ func (f SinkFunc) Deliver(ctx context.Context, b Batch) error { return f(ctx, b)
 // sooner by also keeping the highest epoch delivered (raised by (a)) and
 // refusing below it in (b), while (c) and (d) still compare with the
 // epoch stored with the checkpoint (a new owner's table may lag by more
-// than one batch): examples/postgres does.
+// than one batch): kinesisload/pgsink does.
 //
-// See [ErrLeaseLost] and [LostSinkFenced]; examples/postgres keeps this
+// See [ErrLeaseLost] and [LostSinkFenced]; kinesisload/pgsink keeps this
 // contract on PostgreSQL. To check a Sink against it, run
 // [github.com/tidemark/tidemark/kinesisload/sinktest.Run] on it (it
 // accepts the sooner fence too); sinktest.Memory is the reference

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # postgres.sh makes sure the PostgreSQL server programs that the tests of
-# examples/postgres need (initdb and pg_ctl of Debian's postgresql package,
+# kinesisload/pgsink and examples/postgres need (initdb and pg_ctl of Debian's postgresql package,
 # in /usr/lib/postgresql/<version>/bin) are installed: `bash scripts/postgres.sh`.
 #
 # If they are missing it installs Debian's postgresql package with apt-get
 # (as root), telling postgresql-common not to create and start the default
 # "main" cluster. It starts no server: each test starts its own throwaway
-# one on a free 127.0.0.1 port and stops it (examples/postgres/pgserver_test.go).
+# one on a free 127.0.0.1 port and stops it (kinesisload/pgsink/pgtest).
 set -euo pipefail
 
 have_postgres() {

@@ -26,7 +26,7 @@ export TIDEMARK_TEST_RUN
 
 # kill_leftovers kills what this run's tests started and should have
 # stopped: node processes running in this checkout's emulator cache, and
-# PostgreSQL servers (examples/postgres), each carrying this run's
+# PostgreSQL servers (kinesisload/pgsink, examples/postgres), each carrying this run's
 # TIDEMARK_TEST_RUN. Processes of another run, and anything else on the
 # machine, are left alone.
 kill_leftovers() {
@@ -97,7 +97,7 @@ main() {
 	echo "test.sh: $(go version); node $(node --version 2>/dev/null || echo missing); npm $(npm --version 2>/dev/null || echo missing)"
 
 	step "install emulators" bash scripts/install-emulators.sh
-	# PostgreSQL programs for examples/postgres (its tests start their own server).
+	# PostgreSQL programs for kinesisload/pgsink and examples/postgres (their tests start their own servers).
 	step "install postgresql" bash scripts/postgres.sh
 	step "gofmt -l" gofmt_clean
 

@@ -8,9 +8,9 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9
 	github.com/aws/aws-sdk-go-v2/service/kinesis v1.56.13
-	github.com/google/go-cmp v0.7.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/tidemark/tidemark v0.0.0-00010101000000-000000000000
+	github.com/tidemark/tidemark/kinesisload/pgsink v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 )
 
@@ -34,4 +34,7 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/tidemark/tidemark => ../..
+replace (
+	github.com/tidemark/tidemark => ../..
+	github.com/tidemark/tidemark/kinesisload/pgsink => ../../kinesisload/pgsink
+)

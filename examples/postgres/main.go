@@ -1,11 +1,14 @@
 // Command postgres loads a Kinesis stream into PostgreSQL exactly once,
-// with a tidemark Loader and a transactional Sink (sink.go) that stores each
-// batch's records and its shard's checkpoint in one transaction.
+// with a tidemark Loader and the Sink of package
+// github.com/tidemark/tidemark/kinesisload/pgsink, which stores each
+// window of batches (every shard's records, with COPY, and every shard's
+// checkpoint) in one transaction.
 //
 //	go run . -dsn postgres://user@127.0.0.1:5432/db
 //
 // It creates the tables if they do not exist, or upgrades those of an
-// earlier version (see Schema and CreateSchema in sink.go), creates a stream
+// earlier version (pgsink.CreateSchema, which waits while the database is
+// down), creates a stream
 // with a new name, puts -records records on it, runs a Loader until every
 // one of them is in the database, and prints what landed: rows and
 // checkpoint per shard. It exits with status 0 when every record landed
@@ -26,6 +29,9 @@
 //	               directory, removed at exit)
 //	-records N     how many records to put (default 200)
 //	-shards N      how many shards the stream has (default 2)
+//	-window D      close a window of batches across shards after D
+//	               (Config.MaxBatchWait; default 200ms; 0: a window closes
+//	               as soon as it holds a page, and grows with the load)
 //	-timeout D     give up after D (default 30s; give real AWS a few
 //	               minutes, since creating a stream takes a while there)
 //
@@ -56,6 +62,7 @@ import (
 
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
+	"github.com/tidemark/tidemark/kinesisload/pgsink"
 	"github.com/tidemark/tidemark/scan"
 )
 
@@ -78,6 +85,7 @@ type options struct {
 	dir      string
 	records  int
 	shards   int
+	window   time.Duration
 	timeout  time.Duration
 }
 
@@ -90,6 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dir, "dir", "", "keep the journal in `DIR` (default: a temporary directory)")
 	fs.IntVar(&o.records, "records", 200, "how many records to put")
 	fs.IntVar(&o.shards, "shards", 2, "how many shards the stream has")
+	fs.DurationVar(&o.window, "window", 200*time.Millisecond, "close a window of batches across shards after this long (0: as soon as it holds a page)")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -101,6 +110,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-records %d: at least 1", o.records)
 	case o.shards < 1 || o.shards > 16:
 		return o, fmt.Errorf("-shards %d: between 1 and 16", o.shards)
+	case o.window < 0:
+		return o, fmt.Errorf("-window %v: must not be negative", o.window)
 	case o.timeout <= 0:
 		return o, fmt.Errorf("-timeout %v: must be positive", o.timeout)
 	}
@@ -121,10 +132,13 @@ func run(ctx context.Context, out io.Writer, args []string) error {
 		return fmt.Errorf("-dsn: %w", err)
 	}
 	defer db.Close()
-	if err := db.Ping(ctx); err != nil {
-		return fmt.Errorf("connecting to PostgreSQL: %w", err)
+	// Waits while the database is unreachable (until -timeout): a host
+	// started during an outage does not exit.
+	if err := pgsink.CreateSchema(ctx, db); err != nil {
+		return err
 	}
-	if err := CreateSchema(ctx, db); err != nil {
+	sink, err := pgsink.New(db, pgsink.Config{})
+	if err != nil {
 		return err
 	}
 
@@ -163,10 +177,11 @@ func run(ctx context.Context, out io.Writer, args []string) error {
 	}
 	cfg := kinesisload.DefaultConfig()
 	cfg.Stream = stream
-	cfg.Sink = NewSink(db)
+	cfg.Sink = sink // a MultiSink: windows across shards
 	cfg.Dir = dir
 	cfg.StartPosition = scan.TrimHorizon() // the records are there already
 	cfg.IdleWait = 200 * time.Millisecond
+	cfg.MaxBatchWait = o.window
 	loader, err := kinesisload.New(cfg, kinesisload.WithClient(api),
 		kinesisload.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {

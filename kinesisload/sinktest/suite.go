@@ -61,7 +61,7 @@ func (h memoryHarness) Stored(_ context.Context, stream, shard string) ([]kinesi
 //
 // Both forms of the contract pass: the one epoch stored with the
 // checkpoint (as [Memory]), and the sooner fence of a second, highest
-// delivered epoch raised by check (a) (as examples/postgres): where they
+// delivered epoch raised by check (a) (as kinesisload/pgsink): where they
 // differ (a host that lost the lease delivers the batch after the new
 // owner's first one, which was stored whole) the suite accepts the batch
 // stored or refused with ErrLeaseLost, and checks that every record is

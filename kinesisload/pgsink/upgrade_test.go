@@ -1,4 +1,4 @@
-package main
+package pgsink
 
 import (
 	"context"
@@ -124,7 +124,7 @@ func TestSchemaUpgrade(t *testing.T) {
 			}
 			checkShard(t, db, shard0, span(0, 1), scan.AfterSequence(seqOf(1)), 0)
 
-			s := NewSink(db)
+			s := testSinkOf(db)
 			if err := s.Deliver(ctx, fleetBatch(shard0, 1, 0, 2)); err != nil {
 				t.Fatalf("a fleet's first batch: %v", err)
 			}

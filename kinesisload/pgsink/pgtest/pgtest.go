@@ -1,4 +1,18 @@
-package main
+// Package pgtest starts throwaway PostgreSQL servers for tests: a cluster
+// made by initdb once per test binary, copied for each test into its
+// temporary directory, started with pg_ctl on a free port of 127.0.0.1
+// (fsync off), and stopped (immediate) when the test ends. The tests of
+// [github.com/tidemark/tidemark/kinesisload/pgsink] and of the programs
+// built on it use it; so can yours.
+//
+// It needs the PostgreSQL server programs: $TIDEMARK_PG_BIN, Debian's
+// /usr/lib/postgresql/<version>/bin (the newest), or the PATH (bash
+// scripts/postgres.sh installs Debian's). Without them a test is skipped
+// under -short and fails otherwise: CI must not skip silently. As root,
+// the server runs as the postgres user.
+//
+// Call [Cleanup] at the end of TestMain: it removes the template cluster.
+package pgtest
 
 import (
 	"bytes"
@@ -21,14 +35,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// pgServer is a throwaway PostgreSQL server of one test: a cluster made by
-// initdb in t.TempDir(), listening on 127.0.0.1 and on a unix socket in the
-// same directory, stopped (pg_ctl stop -m immediate) when the test ends.
-type pgServer struct {
+// Server is a throwaway PostgreSQL server of one test: a cluster in
+// t.TempDir(), listening on 127.0.0.1 and on a unix socket in the same
+// directory, stopped (pg_ctl stop -m immediate) when the test ends.
+type Server struct {
 	bin  string // directory of initdb, pg_ctl
 	root string // owned by the server's user: data/, the socket, server.log
 	port int
 	cred *syscall.Credential // nil unless the test runs as root
+	// keepPort makes start use port again (a restart).
+	keepPort bool
 }
 
 // findPGBin returns the directory that holds initdb and pg_ctl:
@@ -66,10 +82,10 @@ func isExec(p string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
-// startPostgres starts a server for t and returns a pool on a fresh
-// database of it, closed when t ends. Without PostgreSQL binaries the test
-// is skipped under -short and fails otherwise: CI must not skip silently.
-func startPostgres(t *testing.T) *pgxpool.Pool {
+// Start starts a server for t, with a database named "test", and returns
+// the server and a pool on that database; both end when t ends. Without
+// the PostgreSQL programs t is skipped under -short and fails otherwise.
+func Start(t testing.TB) (*Server, *pgxpool.Pool) {
 	t.Helper()
 	bin, err := findPGBin()
 	if err != nil {
@@ -78,7 +94,7 @@ func startPostgres(t *testing.T) *pgxpool.Pool {
 		}
 		t.Fatalf("PostgreSQL is not installed: %v; run `bash scripts/postgres.sh` (it installs Debian's postgresql), or use -short to skip", err)
 	}
-	s := &pgServer{bin: bin}
+	s := &Server{bin: bin}
 	tmp := t.TempDir()
 	s.root = filepath.Join(tmp, "pg")
 	if err := os.Mkdir(s.root, 0o700); err != nil {
@@ -118,26 +134,53 @@ func startPostgres(t *testing.T) *pgxpool.Pool {
 	})
 
 	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, s.dsn("postgres"))
+	admin, err := pgxpool.New(ctx, s.DSN("postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	if _, err := admin.Exec(ctx, "CREATE DATABASE tidemark_test"); err != nil {
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+Database); err != nil {
 		t.Fatalf("CREATE DATABASE: %v", err)
 	}
-	pool, err := pgxpool.New(ctx, s.dsn("tidemark_test"))
+	pool, err := pgxpool.New(ctx, s.DSN(Database))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	if err := CreateSchema(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	return pool
+	return s, pool
 }
 
-func lookupCredential(t *testing.T, name string) *syscall.Credential {
+// Database is the name of the database Start creates.
+const Database = "tidemark_test"
+
+// PID returns the process ID of the server's postmaster: its backends are
+// its children (for measuring the server's CPU).
+func (s *Server) PID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(s.data(), "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	return strconv.Atoi(strings.TrimSpace(first))
+}
+
+// Stop stops the server at once (pg_ctl stop -m immediate): every
+// connection breaks, as in an outage.
+func (s *Server) Stop(t testing.TB) {
+	t.Helper()
+	if out, err := s.command(s.pg("pg_ctl"), "stop", "-D", s.data(), "-m", "immediate", "-w").CombinedOutput(); err != nil {
+		t.Fatalf("pg_ctl stop: %v\n%s", err, out)
+	}
+}
+
+// Restart starts the stopped server again on its port.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.keepPort = true
+	s.start(t)
+}
+
+func lookupCredential(t testing.TB, name string) *syscall.Credential {
 	t.Helper()
 	u, err := user.Lookup(name)
 	if err != nil {
@@ -151,22 +194,23 @@ func lookupCredential(t *testing.T, name string) *syscall.Credential {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}
 }
 
-func (s *pgServer) data() string { return filepath.Join(s.root, "data") }
-func (s *pgServer) log() string  { return filepath.Join(s.root, "server.log") }
+func (s *Server) data() string { return filepath.Join(s.root, "data") }
+func (s *Server) log() string  { return filepath.Join(s.root, "server.log") }
 
-func (s *pgServer) dsn(db string) string {
+// DSN returns the connection string of database db of the server.
+func (s *Server) DSN(db string) string {
 	return fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=%s sslmode=disable", s.port, db)
 }
 
 // template is the cluster that initdb made once for the test binary;
-// every test's server starts on a copy. removeTemplate removes it.
+// every test's server starts on a copy. Cleanup removes it.
 var template struct {
 	once sync.Once
 	root string // the directory holding the cluster "data"
 	err  error
 }
 
-func clusterTemplate(s *pgServer) (string, error) {
+func clusterTemplate(s *Server) (string, error) {
 	template.once.Do(func() {
 		template.root, template.err = os.MkdirTemp("", "tidemark-pg-template-")
 		if template.err != nil {
@@ -187,17 +231,19 @@ func clusterTemplate(s *pgServer) (string, error) {
 	return filepath.Join(template.root, "data"), template.err
 }
 
-func removeTemplate() {
+// Cleanup removes the template cluster of the test binary: call it at the
+// end of TestMain.
+func Cleanup() {
 	if template.root != "" {
 		os.RemoveAll(template.root)
 	}
 }
 
 // pg returns the path of one of the server's programs.
-func (s *pgServer) pg(prog string) string { return filepath.Join(s.bin, prog) }
+func (s *Server) pg(prog string) string { return filepath.Join(s.bin, prog) }
 
 // command runs a program as the server's user.
-func (s *pgServer) command(prog string, args ...string) *exec.Cmd {
+func (s *Server) command(prog string, args ...string) *exec.Cmd {
 	cmd := exec.Command(prog, args...)
 	cmd.Dir = s.root
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
@@ -209,10 +255,12 @@ func (s *pgServer) command(prog string, args ...string) *exec.Cmd {
 
 // start starts the server on a free port and waits until it accepts
 // connections. A port taken between the probe and the start is tried again.
-func (s *pgServer) start(t *testing.T) {
+func (s *Server) start(t testing.TB) {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		s.port = freePort(t)
+		if !s.keepPort {
+			s.port = freePort(t)
+		}
 		opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c full_page_writes=off -c max_connections=50",
 			s.port, s.root)
 		cmd := s.command(s.pg("pg_ctl"), "start", "-w", "-t", "30", "-D", s.data(), "-l", s.log(), "-o", opts)
@@ -230,7 +278,7 @@ func (s *pgServer) start(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for {
-		pool, err := pgxpool.New(ctx, s.dsn("postgres"))
+		pool, err := pgxpool.New(ctx, s.DSN("postgres"))
 		if err == nil {
 			err = pool.Ping(ctx)
 			pool.Close()
@@ -246,7 +294,7 @@ func (s *pgServer) start(t *testing.T) {
 	}
 }
 
-func (s *pgServer) dumpLog(t *testing.T) {
+func (s *Server) dumpLog(t testing.TB) {
 	t.Helper()
 	b, err := os.ReadFile(s.log())
 	if err != nil {
@@ -260,7 +308,7 @@ func (s *pgServer) dumpLog(t *testing.T) {
 	t.Logf("server log (%s, last %d lines):\n%s", s.log(), len(lines), strings.Join(lines, "\n"))
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

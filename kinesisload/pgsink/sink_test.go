@@ -1,7 +1,6 @@
-package main
+package pgsink
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,12 +24,13 @@ import (
 	"github.com/tidemark/tidemark/journal"
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
+	"github.com/tidemark/tidemark/kinesisload/pgsink/pgtest"
 	"github.com/tidemark/tidemark/scan"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	removeTemplate()
+	pgtest.Cleanup()
 	if code == 0 {
 		// What goleak.VerifyTestMain does, after the cleanup above.
 		if err := goleak.Find(); err != nil {
@@ -264,6 +264,24 @@ func (s *testSink) Deliver(ctx context.Context, b kinesisload.Batch) error {
 	return s.Sink.Deliver(ctx, b)
 }
 
+func (s *testSink) DeliverMulti(ctx context.Context, bs []kinesisload.Batch) error {
+	if s.p != nil && s.p.dead.Load() {
+		return errCrash
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	s.mu.Lock()
+	s.batches = append(s.batches, bs...)
+	if s.cancels == nil {
+		s.cancels = map[string]context.CancelCauseFunc{}
+	}
+	for _, b := range bs {
+		s.cancels[b.ShardID] = cancel
+	}
+	s.mu.Unlock()
+	return s.Sink.DeliverMulti(ctx, bs)
+}
+
 func (s *testSink) log() []kinesisload.Batch {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -276,7 +294,38 @@ type loaderRun struct {
 	done chan error
 }
 
+// testSinkOf returns a Sink with the default Config on db.
+func testSinkOf(db *pgxpool.Pool) *Sink {
+	s, err := New(db, Config{})
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// perShardSink hides a Sink's DeliverMulti: the Loader delivers batch by
+// batch (Deliver) as without windows across shards.
+type perShardSink struct{ kinesisload.TransactionalSink }
+
+// testConfig is the Config of the tests: the Loader delivers each page
+// of a shard with Deliver (a MultiSink's DeliverMulti is hidden).
 func testConfig(sink kinesisload.Sink, recordsPerCall int32) kinesisload.Config {
+	if tx, ok := sink.(kinesisload.TransactionalSink); ok {
+		sink = perShardSink{tx}
+	}
+	return baseConfig(sink, recordsPerCall)
+}
+
+// windowConfig is the Config of the tests with windows across shards:
+// sink, a MultiSink, gets one DeliverMulti per window of up to maxRecords
+// records, or of what arrived within 20 ms.
+func windowConfig(sink kinesisload.MultiSink, recordsPerCall int32, maxRecords int) kinesisload.Config {
+	cfg := baseConfig(sink, recordsPerCall)
+	cfg.MaxBatchRecords, cfg.MaxBatchWait = maxRecords, 20*time.Millisecond
+	return cfg
+}
+
+func baseConfig(sink kinesisload.Sink, recordsPerCall int32) kinesisload.Config {
 	cfg := kinesisload.DefaultConfig()
 	cfg.Stream = streamName
 	cfg.Sink = sink
@@ -384,7 +433,7 @@ func TestExactlyOnce(t *testing.T) {
 	db := startPostgres(t)
 	f := newStream(t, 3)
 	want := put(t, f, "", "r", 150)
-	sink := NewSink(db)
+	sink := testSinkOf(db)
 	r := startLoader(t, f, testConfig(sink, 10), newJournalStore(t, journal.NewMemory()))
 	waitCount(t, db, r, len(want))
 	r.stop(t)
@@ -406,7 +455,7 @@ func TestCrashBetweenInsertAndCommit(t *testing.T) {
 			inner := journal.NewMemory()
 			proc := &process{}
 
-			sink1 := &testSink{Sink: NewSink(db), p: proc}
+			sink1 := &testSink{Sink: testSinkOf(db), p: proc}
 			var (
 				calls      atomic.Int32
 				crashBatch kinesisload.Batch
@@ -459,7 +508,7 @@ func TestCrashBetweenInsertAndCommit(t *testing.T) {
 				t.Fatalf("%d rows stored before the restart; the crash should come after some batches and before the last", before)
 			}
 
-			sink2 := &testSink{Sink: NewSink(db)}
+			sink2 := &testSink{Sink: testSinkOf(db)}
 			r2 := startLoader(t, f, testConfig(sink2, 4), newJournalStore(t, inner))
 			waitCount(t, db, r2, len(want))
 			r2.stop(t)
@@ -490,7 +539,7 @@ func TestCrashAfterCommitBeforeJournal(t *testing.T) {
 	inner := journal.NewMemory()
 	proc := &process{}
 
-	sink1 := &testSink{Sink: NewSink(db), p: proc}
+	sink1 := &testSink{Sink: testSinkOf(db), p: proc}
 	var calls atomic.Int32
 	var crashBatch kinesisload.Batch
 	sink1.afterCommit = func(ctx context.Context, b kinesisload.Batch) error {
@@ -522,7 +571,7 @@ func TestCrashAfterCommitBeforeJournal(t *testing.T) {
 	}
 	before := count(t, db)
 
-	sink2 := &testSink{Sink: NewSink(db)}
+	sink2 := &testSink{Sink: testSinkOf(db)}
 	r2 := startLoader(t, f, testConfig(sink2, 4), store2)
 	waitCount(t, db, r2, len(want))
 	r2.stop(t)
@@ -551,7 +600,7 @@ func TestRetryAfterLostCommit(t *testing.T) {
 	db := startPostgres(t)
 	f := newStream(t, 1)
 	want := put(t, f, "", "r", 20)
-	sink := &testSink{Sink: NewSink(db)}
+	sink := &testSink{Sink: testSinkOf(db)}
 	var calls atomic.Int32
 	var lost kinesisload.Batch
 	sink.afterCommit = func(ctx context.Context, b kinesisload.Batch) error {
@@ -588,7 +637,7 @@ func TestCheckpointsAfterSplit(t *testing.T) {
 			f := newStream(t, 1)
 			parent := listShards(t, f)[0]
 			want := put(t, f, parent, "p", 5)
-			sink := &testSink{Sink: NewSink(db)}
+			sink := &testSink{Sink: testSinkOf(db)}
 			var r *loaderRun
 			var children []string
 			if when == "split before the load" {
@@ -627,7 +676,7 @@ func TestCheckpointsAfterSplit(t *testing.T) {
 			// The journal is lost: a Loader on a new one resumes from the
 			// database alone. The parent is complete and never read again;
 			// the children go on after their checkpoints.
-			sink2 := &testSink{Sink: NewSink(db)}
+			sink2 := &testSink{Sink: testSinkOf(db)}
 			r2 := startLoader(t, f, testConfig(sink2, 2), newJournalStore(t, journal.NewMemory()))
 			for i, c := range children {
 				want = append(want, put(t, f, c, fmt.Sprintf("more%d", i), 2)...)
@@ -650,7 +699,7 @@ func TestCheckpointsAfterSplit(t *testing.T) {
 // the same batch again, or one behind the checkpoint, is a no-op.
 func TestDeliverRefusesWhatTheCheckpointCovers(t *testing.T) {
 	db := startPostgres(t)
-	s := NewSink(db)
+	s := testSinkOf(db)
 	ctx := context.Background()
 	rec := func(seq string) kinesisload.Record {
 		return kinesisload.Record{Data: []byte("d" + seq), PartitionKey: "k", SequenceNumber: seq, ArrivalTime: time.UnixMilli(1700000000000)}
@@ -672,7 +721,7 @@ func TestDeliverRefusesWhatTheCheckpointCovers(t *testing.T) {
 	}{
 		{"same batch again", batch(scan.AfterSequence("200"), "100", "200"), nil},
 		{"behind", batch(scan.AfterSequence("100"), "100"), nil},
-		{"overlapping", batch(scan.AfterSequence("300"), "200", "300"), errOverlap},
+		{"overlapping", batch(scan.AfterSequence("300"), "200", "300"), ErrOverlap},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -698,7 +747,7 @@ func TestDeliverRefusesWhatTheCheckpointCovers(t *testing.T) {
 // sequence number; the sub-sequence number keeps their rows apart.
 func TestDeliverAggregate(t *testing.T) {
 	db := startPostgres(t)
-	s := NewSink(db)
+	s := testSinkOf(db)
 	b := kinesisload.Batch{Stream: streamName, ShardID: "shardId-000000000000", Checkpoint: scan.AfterSequence("100")}
 	for i, d := range []string{"a", "b", "c"} {
 		b.Records = append(b.Records, kinesisload.Record{Data: []byte(d), PartitionKey: "k", SequenceNumber: "100",
@@ -713,21 +762,6 @@ func TestDeliverAggregate(t *testing.T) {
 	}
 	if n != 3 {
 		t.Errorf("%d distinct user records stored, want 3", n)
-	}
-}
-
-// TestMainProgram runs the example's main program against the test server.
-func TestMainProgram(t *testing.T) {
-	db := startPostgres(t)
-	dsn := db.Config().ConnString()
-	var out bytes.Buffer
-	if err := run(context.Background(), &out, []string{"-dsn", dsn, "-records", "60", "-shards", "2"}); err != nil {
-		t.Fatalf("run: %v\noutput:\n%s", err, &out)
-	}
-	for _, line := range []string{"put 60 records", "total 60 rows, 60 distinct records, 60 put", "every record landed exactly once"} {
-		if !strings.Contains(out.String(), line) {
-			t.Errorf("output lacks %q:\n%s", line, &out)
-		}
 	}
 }
 
@@ -748,7 +782,7 @@ func TestLostJournalBeforeFirstRecord(t *testing.T) {
 	// LATEST resolves at T0, Kinesis's Date floored to the second: let the
 	// history be older than the second before the start.
 	time.Sleep(2 * time.Second)
-	sink := NewSink(db)
+	sink := testSinkOf(db)
 	cfg := testConfig(sink, 10)
 	cfg.StartPosition = scan.Latest()
 	ih := make(initHook, 4)

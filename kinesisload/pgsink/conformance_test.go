@@ -1,4 +1,4 @@
-package main
+package pgsink
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // a Sink of its own on the pool, as each process of a fleet has.
 type pgHarness struct{ db *pgxpool.Pool }
 
-func (h pgHarness) Sink(string) kinesisload.TransactionalSink { return NewSink(h.db) }
+func (h pgHarness) Sink(string) kinesisload.TransactionalSink { return testSinkOf(h.db) }
 
 func (h pgHarness) Stored(ctx context.Context, stream, shard string) ([]kinesisload.Record, error) {
 	rows, err := h.db.Query(ctx,

@@ -1,4 +1,4 @@
-package main
+package pgsink
 
 import (
 	"context"
@@ -27,12 +27,22 @@ type hostSink struct {
 }
 
 func (s *hostSink) Deliver(ctx context.Context, b kinesisload.Batch) error {
+	return s.DeliverMulti(ctx, []kinesisload.Batch{b})
+}
+
+// DeliverMulti runs before for each batch of the window, then the
+// window's transaction, then after for each batch with its result.
+func (s *hostSink) DeliverMulti(ctx context.Context, bs []kinesisload.Batch) error {
 	if s.before != nil {
-		ctx = s.before(ctx, b)
+		for _, b := range bs {
+			ctx = s.before(ctx, b)
+		}
 	}
-	err := s.Sink.Deliver(ctx, b)
+	err := s.Sink.DeliverMulti(ctx, bs)
 	if s.after != nil {
-		s.after(b, err)
+		for _, b := range bs {
+			s.after(b, err)
+		}
 	}
 	return err
 }
@@ -46,6 +56,9 @@ type pgFleet struct {
 	fleet *coordtest.Fleet
 	db    *pgxpool.Pool
 	runs  map[string]*loaderRun
+	// windows makes every host's Loader deliver windows (MaxBatchRecords
+	// the host's records a call) to its Sink's DeliverMulti.
+	windows bool
 
 	mu      sync.Mutex
 	gates   []*gate
@@ -123,9 +136,12 @@ func newPGFleet(t *testing.T, db *pgxpool.Pool, f *kinesistest.Fake) *pgFleet {
 }
 
 // start runs host with sink, reading recordsPerCall records a call.
-func (pf *pgFleet) start(host string, sink kinesisload.TransactionalSink, recordsPerCall int32, hooks ...kinesisload.Hook) *loaderRun {
+func (pf *pgFleet) start(host string, sink kinesisload.TransactionalMultiSink, recordsPerCall int32, hooks ...kinesisload.Hook) *loaderRun {
 	pf.t.Helper()
 	cfg := testConfig(sink, recordsPerCall)
+	if pf.windows {
+		cfg = windowConfig(sink, recordsPerCall, int(recordsPerCall))
+	}
 	l, err := kinesisload.New(cfg, kinesisload.WithClient(pf.fake), kinesisload.WithCoordinator(pf.fleet.Host(host)),
 		kinesisload.WithHooks(hooks...), kinesisload.WithLogger(testLogger().With("host", host)))
 	if err != nil {
@@ -221,18 +237,33 @@ func firstBatchOf(data string) func(b kinesisload.Batch) bool {
 // refused with ErrLeaseLost and stores nothing, and n stops the shard as a
 // lost lease of reason LostSinkFenced. Every record is stored exactly
 // once.
+//
+// It runs with pages delivered one by one (Deliver), and with windows
+// (DeliverMulti, a window of a page: the same batches), where the zombie
+// n's refusal is a ShardsFencedError.
 func TestFleetLoadersZombie(t *testing.T) {
+	for _, windows := range []bool{false, true} {
+		name := "pages"
+		if windows {
+			name = "windows"
+		}
+		t.Run(name, func(t *testing.T) { fleetLoadersZombie(t, windows) })
+	}
+}
+
+func fleetLoadersZombie(t *testing.T, windows bool) {
 	db := startPostgres(t)
 	f := newStream(t, 1)
 	shard := listShards(t, f)[0]
 	want := put(t, f, shard, "r", 30)
 	pf := newPGFleet(t, db, f)
+	pf.windows = windows
 
 	// z pauses before its second batch, goes on once n holds the shard.
 	zPaused, zStored, nAcquired := pf.gate(), pf.gate(), pf.gate()
 	var zErr error
 	zZombie, zZombieDone := firstBatchOf("r-010"), firstBatchOf("r-010")
-	z := &hostSink{Sink: NewSink(db)}
+	z := &hostSink{Sink: testSinkOf(db)}
 	z.before = func(ctx context.Context, b kinesisload.Batch) context.Context {
 		if !zZombie(b) {
 			return ctx
@@ -258,7 +289,7 @@ func TestFleetLoadersZombie(t *testing.T) {
 	var nErr error
 	nFirst, nZombie, nZombieDone := firstBatchOf("r-010"), firstBatchOf("r2-000"), firstBatchOf("r2-000")
 	var nGotStored atomic.Bool // n was given a record z had stored
-	n := &hostSink{Sink: NewSink(db)}
+	n := &hostSink{Sink: testSinkOf(db)}
 	n.before = func(ctx context.Context, b kinesisload.Batch) context.Context {
 		switch {
 		case nFirst(b):
@@ -304,7 +335,7 @@ func TestFleetLoadersZombie(t *testing.T) {
 	// batch of them; m takes the shard, stores one record (it reads one a
 	// call), and waits.
 	mStored, mRelease := pf.gate(), pf.gate()
-	m := NewSink(db)
+	m := testSinkOf(db)
 	m.afterCommit = func(ctx context.Context, b kinesisload.Batch) error {
 		if len(b.Records) > 0 {
 			mStored.open()

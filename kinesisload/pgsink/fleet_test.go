@@ -1,4 +1,4 @@
-package main
+package pgsink
 
 import (
 	"context"
@@ -117,7 +117,7 @@ func checkDeliverErr(t *testing.T, err, want error) {
 func TestFleetZombie(t *testing.T) {
 	db := startPostgres(t)
 	ctx := context.Background()
-	owner, newOwner, third := NewSink(db), NewSink(db), NewSink(db)
+	owner, newOwner, third := testSinkOf(db), testSinkOf(db), testSinkOf(db)
 	after := func(i int) scan.Position { return scan.AfterSequence(seqOf(i)) }
 	steps := []struct {
 		name    string
@@ -137,7 +137,7 @@ func TestFleetZombie(t *testing.T) {
 		{"a start batch for a shard with a checkpoint: no-op", owner,
 			kinesisload.Batch{Stream: streamName, ShardID: shard0, Checkpoint: scan.TrimHorizon()}, nil, span(0, 2), after(2), 2},
 		{"new owner's next batch P3..P4", newOwner, fleetBatch(shard0, 2, 3, 4), nil, span(0, 4), after(4), 2},
-		{"new owner overlapping its own checkpoint: error", newOwner, fleetBatch(shard0, 2, 4, 5), errOverlap, span(0, 4), after(4), 2},
+		{"new owner overlapping its own checkpoint: error", newOwner, fleetBatch(shard0, 2, 4, 5), ErrOverlap, span(0, 4), after(4), 2},
 		{"third owner at epoch 3, lagging by more than a batch: no record, its epoch", third, fleetBatch(shard0, 3, 1, 2), nil, span(0, 4), after(4), 3},
 		{"second owner's next batch P5, right after the checkpoint: fenced by the third's epoch", newOwner, fleetBatch(shard0, 2, 5, 5), kinesisload.ErrLeaseLost, span(0, 4), after(4), 3},
 		{"third owner's next batch P3..P6: only P5..P6 stored", third, fleetBatch(shard0, 3, 3, 6), nil, span(0, 6), after(6), 3},
@@ -158,7 +158,7 @@ func TestFleetZombie(t *testing.T) {
 func TestFleetNewOwnerAfterStart(t *testing.T) {
 	db := startPostgres(t)
 	ctx := context.Background()
-	s := NewSink(db)
+	s := testSinkOf(db)
 	for _, tt := range []struct {
 		shard string
 		start scan.Position
@@ -207,10 +207,10 @@ func TestFleetConcurrentDeliver(t *testing.T) {
 		t.Run(first+" first", func(t *testing.T) {
 			db := startPostgres(t)
 			ctx := context.Background()
-			if err := NewSink(db).Deliver(ctx, fleetBatch(shard0, 1, 0, 1)); err != nil {
+			if err := testSinkOf(db).Deliver(ctx, fleetBatch(shard0, 1, 0, 1)); err != nil {
 				t.Fatal(err)
 			}
-			zombie, newOwner := NewSink(db), NewSink(db)
+			zombie, newOwner := testSinkOf(db), testSinkOf(db)
 			zb, nb := fleetBatch(shard0, 1, 2, 5), fleetBatch(shard0, 2, 0, 4)
 			firstSink, firstBatch, secondSink, secondBatch := zombie, zb, newOwner, nb
 			if first == "new owner" {
@@ -272,7 +272,7 @@ func TestFleetConcurrentFirstBatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			zombie, newOwner := NewSink(db), NewSink(db)
+			zombie, newOwner := testSinkOf(db), testSinkOf(db)
 			secondErr := make(chan error, 1)
 			zombie.afterLock = func(ctx context.Context, _ pgx.Tx, _ kinesisload.Batch) error {
 				go func() { secondErr <- newOwner.Deliver(context.Background(), fleetBatch(shard0, 2, 0, 3)) }()
@@ -302,7 +302,7 @@ func TestFleetZombieRace(t *testing.T) {
 	var wg sync.WaitGroup
 	for round := range 6 {
 		shard := fmt.Sprintf("shardId-%012d", round)
-		owner, newOwner := NewSink(db), NewSink(db)
+		owner, newOwner := testSinkOf(db), testSinkOf(db)
 		for i := 0; i < 9; i += 3 {
 			if err := owner.Deliver(ctx, fleetBatch(shard, 1, i, i+2)); err != nil {
 				t.Fatal(err)
