@@ -36,7 +36,9 @@ import (
 // children is in a window. An error refuses the whole call: the Loader
 // delivers the window again (errors are transient or permanent as for
 // Deliver, see [Sink]), so a MultiSink that stored some batches must take
-// them again as a [TransactionalSink] takes a re-delivery. A refusal of
+// them again as a [TransactionalSink] takes a re-delivery. A retried
+// refusal is reported to [HookRetry] and [Loader.Stats] for the stream
+// (ShardID empty): the call is about many shards. A refusal of
 // batches delivered under lost leases wraps [ErrLeaseLost] and names the
 // shards: a [*ShardsFencedError]. The Loader stops those shards (each a
 // lost lease of reason [LostSinkFenced]) and delivers the other batches

@@ -456,7 +456,7 @@ func (w *windower) deliverMulti(win *window) ([]*part, int, error) {
 	calls, failures := 0, 0
 	for {
 		parts = slices.DeleteFunc(parts, func(pt *part) bool {
-			if err := leaseGone(pt.f.lease); err != nil {
+			if err := leaseGone(l.cfg.Stream, pt.f.lease); err != nil {
 				w.finish(pt, err, false)
 				return true
 			}
@@ -513,9 +513,9 @@ func (w *windower) deliverMulti(win *window) ([]*part, int, error) {
 	}
 }
 
-// leaseGone returns why ls may not be delivered under any more (see
-// [LeaseChecker]), or nil.
-func leaseGone(ls Lease) error {
+// leaseGone returns why ls, a lease of stream, may not be delivered under
+// any more (see [LeaseChecker]), or nil.
+func leaseGone(stream string, ls Lease) error {
 	if err := checkLease(ls); err != nil {
 		return err
 	}
@@ -524,7 +524,7 @@ func leaseGone(ls Lease) error {
 		if err := ls.Err(); err != nil {
 			return err
 		}
-		return &LeaseLostError{Shard: ls.Shard(), Epoch: ls.Epoch(), Reason: "lost"}
+		return &LeaseLostError{Stream: stream, Shard: ls.Shard(), Epoch: ls.Epoch(), Reason: "lost"}
 	default:
 		return nil
 	}
