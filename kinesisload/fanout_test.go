@@ -493,3 +493,42 @@ func TestFanOutConsumerDeregisteredWhileReadingIsRegisteredAgain(t *testing.T) {
 		t.Errorf("RegisterStreamConsumer called %d times, want 2 (once more after the consumer was deregistered)", got)
 	}
 }
+
+// A fan-out reader told its consumer is gone (a stream deleted and
+// re-created under the name: the consumer went with the old stream) does
+// not register a consumer on the new stream, whose ARN is the same, and
+// read it from the old stream's positions: the session learns the stream
+// is another (a *StreamMismatchError: the Run starts over or stops).
+// (Found by the simulation: the new stream's records were delivered by
+// the old session, then again after the start-over.)
+func TestFanOutConsumerGoneWithItsStreamIsAMismatch(t *testing.T) {
+	s := newFakeStream(t, 1)
+	ctx := context.Background()
+	l, err := New(fanOutConfig(s, newRecorder()), WithClient(s.f), WithStore(memStore(t, journal.NewMemory())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	se := &session{l: l, client: s.f, fanout: fanoutSession{lock: make(chan struct{}, 1)}}
+	if se.identity, err = describeStream(ctx, s.f, s.name, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_, arn, err := se.consumerARN(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.f.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(s.name), EnforceConsumerDeletion: aws.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.f.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(s.name), ShardCount: aws.Int32(1)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := se.consumerGone(ctx, arn)
+	if mismatch, ok := errors.AsType[*StreamMismatchError](err); !ok {
+		t.Fatalf("consumerGone after a re-creation = %q, %v; want a *StreamMismatchError", got, err)
+	} else if !mismatch.Stored.Equal(se.identity) {
+		t.Errorf("the mismatch names %v as the stored stream, want %v", mismatch.Stored, se.identity)
+	}
+	if n := s.f.Calls(kinesistest.OpRegisterStreamConsumer); n != 1 {
+		t.Errorf("RegisterStreamConsumer called %d times, want once (not on the new stream)", n)
+	}
+}

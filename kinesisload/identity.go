@@ -336,7 +336,8 @@ func (s *session) establishIdentity(ctx context.Context) error {
 				return fmt.Errorf("%w: stream %s was deleted and created again (it was %s, it is now %s), "+
 					"and Config.OnStreamRecreated says start over, but the TransactionalSink still holds checkpoints for %d shards of the old stream "+
 					"(such as %s), which would apply to the new stream's shards of the same IDs; nothing was archived or read. "+
-					"Remove the stream's checkpoints from the sink's store (keep its records if you like), then run again",
+					"Stop every host that loads the stream, remove the stream's checkpoints from the sink's store (keep its records if you like), then run again "+
+					"(a host still running could store a late batch of the old stream without the checkpoints that would refuse it)",
 					ErrStreamMismatch, stream, stored, cur, len(cps), sortedKeys(cps)[0])
 			}
 		}

@@ -109,8 +109,16 @@ func (s *session) consumerARN(ctx context.Context) (Subscriber, string, error) {
 // consumerGone forgets the consumer arn, which Kinesis says does not
 // exist (deregistered by hand, or its stream deleted), unless another
 // shard's loop looked it up again already, and returns the consumer's ARN
-// as consumerARN looks it up (registering it again).
+// as consumerARN looks it up (registering it again), once it checked
+// that the stream is still the session's.
 func (s *session) consumerGone(ctx context.Context, arn string) (string, error) {
+	// The stream may be gone, or re-created under the name (its ARN is the
+	// same): then this session's positions are not the new stream's, and
+	// the error says so (the Run starts over, or stops), rather than
+	// registering a consumer on the new stream and reading it with them.
+	if err := s.checkIdentity(ctx); err != nil {
+		return "", err
+	}
 	f := &s.fanout
 	select {
 	case f.lock <- struct{}{}:
