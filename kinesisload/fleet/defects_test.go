@@ -501,3 +501,38 @@ func mustQuery(t *testing.T, table fleet.Table, partition string) []fleet.Item {
 	}
 	return its
 }
+
+// The identity item deleted by hand from an initialised fleet of one
+// generation: a host joining does not take the stream it sees for the one
+// the progress was stored for (it may be a stream re-created meanwhile:
+// found by the simulation, where a host read a re-created stream from the
+// old stream's positions). Join fails with ErrIdentityMissing.
+func TestJoinRefusesAMissingIdentityOfAnInitialisedStream(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	a := w.host("a")
+	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		return st.SetIdentity(ctx, "s", kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	it, err := w.table.Get(ctx, "s", "identity")
+	if err != nil || !it.Exists() {
+		t.Fatalf("no identity item: %v", err)
+	}
+	if err := w.table.Delete(ctx, "s", "identity", it.Version); err != nil {
+		t.Fatal(err)
+	}
+	c, err := fleet.New(fleet.NewFaultyTable(w.table), fleet.Config{HostID: "c", ManualRounds: true, Clock: w.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Join(ctx, "s")
+	if err == nil {
+		_ = m.Leave(ctx)
+		t.Fatal("Join succeeded without the identity item of an initialised stream")
+	}
+	if !errors.Is(err, fleet.ErrIdentityMissing) || !strings.Contains(err.Error(), "identity") {
+		t.Errorf("Join = %v, want ErrIdentityMissing naming the item to restore", err)
+	}
+}

@@ -15,11 +15,13 @@ import (
 // its archive.
 
 // ErrIdentityMissing is wrapped by the error of a Join that finds no
-// identity item while a later generation than the first exists in the
-// table: the item was deleted by hand. Taking its absence for generation
-// 0 would make the host read the archive of a stream that no longer
-// exists, beside hosts of the generation in force.
-var ErrIdentityMissing = errors.New("fleet: the stream's identity item is missing, but a later generation exists")
+// identity item while the table shows the stream was initialised (its
+// first generation's initialisation committed, or a later generation
+// exists): the item was deleted by hand. Taking its absence for a new
+// stream would make the host read the archive of a stream that no longer
+// exists beside hosts of the generation in force, or take a stream
+// re-created meanwhile for the one the progress was stored for.
+var ErrIdentityMissing = errors.New("fleet: the stream's identity item is missing, but the stream was initialised")
 
 // readIdentity reads the stream's identity item (in the stream's own
 // partition), retrying transient errors.
@@ -62,7 +64,25 @@ func (m *member) checkNoLaterGeneration(ctx context.Context) error {
 		last = gen
 	}
 	if last == 0 {
-		return nil
+		// Generation 0 itself: an initialisation committed there had
+		// the identity written first. Taking the stream seen now for
+		// it would read a stream re-created meanwhile from the old
+		// stream's positions.
+		it, err := m.c.table.Get(ctx, partition(m.stream, 0), keyInit)
+		if err != nil {
+			return fmt.Errorf("fleet: stream %s: reading the init item: %w", m.stream, err)
+		}
+		ii, err := decodeInit(it)
+		if err != nil {
+			return err
+		}
+		if ii.committed == "" || !ii.identified {
+			return nil
+		}
+		return fmt.Errorf("%w: stream %s was initialised with an identity (its init item in partition %s says so) but has no identity item: "+
+			"restore the identity item (key %q) naming the stream the fleet reads, for example from an export made before, "+
+			"or from Coordinator.Inspect of a host still running; nothing was read or written",
+			ErrIdentityMissing, m.stream, m.stream, keyIdentity)
 	}
 	return fmt.Errorf("%w: stream %s has items of generation %d (partition %s) but no identity item in partition %s: "+
 		"restore the identity item (key %q) naming the stream the fleet reads and \"gen\" = %d (the archived generations, if known, in \"archived\"), "+

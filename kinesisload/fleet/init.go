@@ -243,6 +243,9 @@ func (m *member) commitInit(ctx context.Context, token string) error {
 				return lost(kinesisload.LostCommitRefused, "another host holds the initialisation lock or committed")
 			}
 			ii.committed = token
+			if id, gerr := m.c.table.Get(cctx, m.stream, keyIdentity); gerr == nil && id.Exists() {
+				ii.identified = true
+			}
 			_, err = m.c.table.Put(cctx, ii.encode(m.part))
 			if err == nil {
 				cancel()

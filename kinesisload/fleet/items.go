@@ -188,10 +188,16 @@ type initItem struct {
 	// (see lockProgress): a holder whose count stands still for
 	// Config.InitStallTimeout in another host's view loses the lock.
 	progress uint64
+	// identified says the stream's identity item existed when the
+	// initialisation committed: its absence later is a deletion by hand
+	// (see checkNoLaterGeneration). Tables written before it was kept, and
+	// users of the protocol that store no identity, do not set it.
+	identified bool
 }
 
 func decodeInit(it Item) (initItem, error) {
-	ii := initItem{item: it, lockOwner: it.Field("lockOwner"), lockToken: it.Field("lockToken"), committed: it.Field("committed")}
+	ii := initItem{item: it, lockOwner: it.Field("lockOwner"), lockToken: it.Field("lockToken"), committed: it.Field("committed"),
+		identified: it.Field("identified") == "1"}
 	var err error
 	if ii.t0, err = parseTime(it, "t0"); err != nil {
 		return ii, err
@@ -210,6 +216,9 @@ func (ii initItem) encode(part string) Item {
 	setField(&it, "t0", formatTime(ii.t0))
 	if ii.progress > 0 {
 		setField(&it, "progress", strconv.FormatUint(ii.progress, 10))
+	}
+	if ii.identified {
+		setField(&it, "identified", "1")
 	}
 	return it
 }
