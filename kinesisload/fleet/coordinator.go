@@ -88,26 +88,39 @@ func (c *Coordinator) Join(ctx context.Context, stream string) (kinesisload.Memb
 		held: map[string]*lease{}, unsure: map[string]uint64{}, seen: map[string]seen{}, offer: map[string]bool{},
 		tried: map[uint64]time.Time{}, warned: map[string]bool{}, oldHosts: map[string]uint64{}, hinted: map[string]bool{}, orphans: map[string]posEntry{},
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), rounds: make(chan struct{}), needRead: true}
-	ii, err := m.readIdentity(ctx)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	if !ii.item.Exists() {
-		if err := m.checkNoLaterGeneration(ctx); err != nil {
+	var began time.Time
+	for attempt := 0; ; attempt++ {
+		ii, err := m.readIdentity(ctx)
+		if err != nil {
 			cancel()
 			return nil, err
 		}
-	}
-	m.gen, m.part = ii.gen, partition(stream, ii.gen)
-	if err := m.recover(ctx); err != nil {
-		cancel()
-		return nil, err
-	}
-	began := c.now()
-	if err := m.register(ctx); err != nil {
-		cancel()
-		return nil, err
+		if !ii.item.Exists() {
+			if err := m.checkNoLaterGeneration(ctx); err != nil {
+				cancel()
+				return nil, err
+			}
+		}
+		m.gen, m.part = ii.gen, partition(stream, ii.gen)
+		if err := m.recover(ctx); err != nil {
+			cancel()
+			return nil, err
+		}
+		began = c.now()
+		err = m.register(ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errGenMoved) {
+			cancel()
+			return nil, err
+		}
+		// Another host started the fleet over while we joined: join
+		// the generation in force.
+		if err := sleep(ctx, backoff(attempt)); err != nil {
+			cancel()
+			return nil, fmt.Errorf("fleet: host %s joining stream %s: %w", m.me, stream, err)
+		}
 	}
 	m.lastOK = began
 	c.mu.Lock()

@@ -536,3 +536,58 @@ func TestJoinRefusesAMissingIdentityOfAnInitialisedStream(t *testing.T) {
 		t.Errorf("Join = %v, want ErrIdentityMissing naming the item to restore", err)
 	}
 }
+
+// A host joins while another starts the fleet over: it reads the identity
+// item of the old generation, then that generation's roster marked over.
+// Join reads the identity again and joins the generation in force (it
+// stopped the Loader with "retry"; found by the simulation).
+func TestJoinDuringAStartOverJoinsTheNewGeneration(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	a := w.host("a")
+	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		return st.SetIdentity(ctx, "s", kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The start-over as a joining host sees it half done: the roster of
+	// generation 0 marked over, the identity item (read before) at 0.
+	if _, err := w.table.SetEntry(ctx, "s", "roster", "beats", "#gen", "", "1"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := fleet.New(fleet.NewFaultyTable(w.table), fleet.Config{HostID: "c", ManualRounds: true, Clock: w.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := make(chan error, 1)
+	jctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	go func() {
+		m, err := c.Join(jctx, "s")
+		if err == nil {
+			t.Cleanup(func() { _ = m.Leave(context.Background()) })
+		}
+		joined <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // Join reads the identity, then the marked roster
+	it, err := w.table.Get(ctx, "s", "identity")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := it.Clone()
+	next.Fields["gen"] = "1"
+	next.Fields["created"] = start.Add(time.Hour).Format(time.RFC3339Nano)
+	if _, err := w.table.Put(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-joined; err != nil {
+		t.Fatalf("Join during a start-over = %v, want it to join generation 1", err)
+	}
+	info, err := fleet.Inspect(ctx, w.table, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := info.Hosts["c"]; !ok || info.Generation != 1 {
+		t.Errorf("host c is not in generation 1's roster: generation %d, hosts %v", info.Generation, info.Hosts)
+	}
+}

@@ -22,6 +22,10 @@ import (
 // writes several chunks.
 const chunkEntries = 1000
 
+// errGenMoved says a Join read the identity item just before another host
+// started the fleet over: Join reads it again.
+var errGenMoved = errors.New("fleet: the generation moved during Join")
+
 // register writes the roster entry at Join: a beat afresh or after the
 // entry an earlier life of this host left, with left cleared.
 func (m *member) register(ctx context.Context) error {
@@ -35,7 +39,7 @@ func (m *member) register(ctx context.Context) error {
 			if r.next > m.gen {
 				// The roster says the fleet left this generation:
 				// the identity item lags (a start-over half done).
-				return fmt.Errorf("fleet: stream %s: generation %d was started over (its roster names generation %d) but the identity item still names it: retry", m.stream, m.gen, r.next)
+				return fmt.Errorf("%w: stream %s: generation %d was started over (its roster names generation %d) but the identity item read before named it", errGenMoved, m.stream, m.gen, r.next)
 			}
 			m.mu.Lock()
 			if b, ok := r.beats[m.me]; ok {
