@@ -1,0 +1,99 @@
+// Package sim is a seeded simulation of the whole system: real Loaders,
+// on one host over a file journal or in a fleet over the fleet core's
+// memory table, against the in-memory Kinesis, with a random schedule of
+// the events where features meet, and oracles that read what was put and
+// what was delivered afterwards. It is test-only (internal); its entry is
+// TestSimulation.
+//
+// # Running it
+//
+//	go test ./internal/sim                          # the fixed budget: seeds 1..1500 (150 with -race)
+//	go test ./internal/sim -sim.seeds=20000         # more seeds
+//	go test ./internal/sim -sim.first=1000000 -sim.for=1h -timeout=2h
+//	go test ./internal/sim -run 'TestSimulation$' -sim.seed=42 -v   # replay one seed, with its trace and logs
+//
+// A failing seed prints its spec, what the oracles found, the trace of the
+// schedule as it ran, and the command that replays it. A schedule runs in a
+// testing/synctest bubble: leases of 10 s, backoffs of 20 s and a five
+// minute liveness bound cost no real time. Goroutine scheduling is Go's,
+// so a replay takes the same events at the same virtual times but may
+// interleave differently; it reproduces a failure in practice, not bit for
+// bit. SIM_DEBUG_KEY=<item key> logs every write of that fleet table item.
+//
+// # The system a seed builds (plan.go)
+//
+// One host on a file journal (in /dev/shm when there is one), or a fleet
+// of 2 to 4 hosts; 1 to 4 shards; a plain Sink (at least once) or
+// sinktest.Memory (exactly once); StartPosition LATEST, TRIM_HORIZON or
+// AT_TIMESTAMP; StreamRecreatedStartOver or not; polling or enhanced
+// fan-out; 2 to 10,000 records per call; 40 s to 150 s of events; a lease
+// of 3 s or 10 s.
+//
+// # The events
+//
+//   - puts of plain records and KPL aggregates, throughout;
+//   - SplitShard, MergeShards, UpdateShardCount (up to 8 open shards);
+//   - a process's start, SIGKILL (nothing it sends after the instant
+//     arrives; on one host with its journal's tail torn as a power loss
+//     leaves it: cut past the acknowledged bytes, maybe followed by
+//     zeros), graceful stop (Close), and kill points: the n-th call of a
+//     Kinesis operation, a Sink's Deliver or Checkpoints, a journal Append
+//     or Snapshot, a table write or read, before or after it took effect
+//     (after a Deliver: between the Sink's transaction and the commit;
+//     early calls: inside the start-up);
+//   - a process paused (SIGSTOP) past its lease: its calls wait, and a
+//     write whose caller gave up lands when the pause ends, late;
+//   - a step of a host's wall clock (up to 4 minutes either way);
+//   - table faults on one host's view: outages, latency, lost answers,
+//     conditions that fail on a write that landed, throttled writes,
+//     failed reads;
+//   - Kinesis faults for a while on an operation: throttles, 5xx,
+//     connection resets, expired iterators, answers lost after the call
+//     took effect, empty pages, slow answers, shard lists out of order;
+//   - Sink faults: transient refusals, and answers lost after a store;
+//   - deletion and re-creation of the stream (start-over schedules);
+//   - configuration changes across restarts: the read mode flipped; the
+//     shards selected narrowed and widened (one host, in schedules without
+//     merges or re-creation, once the start-up is durable); StartPosition
+//     changed (one host, schedules without re-creation);
+//   - hand edits of the fleet's table: a shard item, the identity item,
+//     the init item, the roster, a host's positions deleted; a lease's
+//     owner changed.
+//
+// What the documentation says an operator does, the operator does: restore
+// an item deleted by hand from its backup when a host stops naming it,
+// remove the old stream's checkpoints from a TransactionalSink when a
+// start-over says so. Then every fault heals: pauses end, every host runs
+// (every shard selected), and puts stop.
+//
+// # The oracles (ledger.go)
+//
+// The ledger records every put with Kinesis's acknowledgement (shard,
+// sequence number, subsequence, arrival) and every record a Sink accepted,
+// in order. After the schedule:
+//
+//   - no loss, and liveness: every required record is delivered (stored,
+//     with sinktest.Memory) within 4 minutes plus 6 lease durations of the
+//     healing. Required are the records of the stream's last incarnation
+//     that arrived at or after the start: the Run that made the first
+//     acknowledged journal write (one host; the promise of the README), or
+//     for a fleet the latest Run begun before the first record was
+//     delivered (the host that initialised began before it); AT_TIMESTAMP
+//     and TRIM_HORIZON as configured;
+//   - exactly once: sinktest.Memory stores no record twice;
+//   - order: per shard, records are stored (or first delivered, with a
+//     plain Sink) in sequence order;
+//   - parents before children: no record of a child was first delivered
+//     before the last of its parents';
+//   - every delivered record was put, to that shard, with that sequence
+//     number; an initialisation's T0 is never after its Run began;
+//   - no Run stops but as documented, and every Run returns after its
+//     Close or kill;
+//   - no goroutine is left: the bubble ends only when every goroutine it
+//     started has exited.
+//
+// Out of scope, on purpose: clock steps beyond scan.HostClockBound (only
+// a client without Kinesis's Date reads the host's clock, and the bound
+// is documented); journal damage a crash cannot cause (Open refuses it and
+// names the file and offset: repair is an operator's decision).
+package sim
