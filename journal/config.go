@@ -21,19 +21,19 @@ const (
 	MaxMaxRecordSize = 1 << 30
 )
 
-// Config configures the file journal. Start from [DefaultConfig]; the zero
-// Config is not valid.
+// Config configures the file journal. The zero Config is valid: a zero
+// field means its default ([DefaultConfig] has them all).
 type Config struct {
 	// SegmentSize is the size in bytes at which the current segment file
 	// is closed and a new one started: a batch is never split, so a
-	// segment may exceed it by one batch. At least MinSegmentSize.
-	// Default DefaultSegmentSize.
+	// segment may exceed it by one batch. At least MinSegmentSize; 0
+	// means DefaultSegmentSize.
 	SegmentSize int64
 
 	// MaxRecordSize is the largest record, in bytes, that Append accepts;
 	// larger ones get ErrTooLarge. At least 1, at most MaxMaxRecordSize.
-	// Lowering it does not make existing larger records unreadable.
-	// Default DefaultMaxRecordSize.
+	// Lowering it does not make existing larger records unreadable. 0
+	// means DefaultMaxRecordSize.
 	MaxRecordSize int
 
 	// afterStep, when set (by tests only), is called after each durable
@@ -54,8 +54,22 @@ func DefaultConfig() Config {
 	return Config{SegmentSize: DefaultSegmentSize, MaxRecordSize: DefaultMaxRecordSize}
 }
 
-// Validate reports the first invalid field, naming it and its value.
+// withDefaults fills zero fields with their defaults.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.SegmentSize == 0 {
+		c.SegmentSize = d.SegmentSize
+	}
+	if c.MaxRecordSize == 0 {
+		c.MaxRecordSize = d.MaxRecordSize
+	}
+	return c
+}
+
+// Validate reports the first invalid field, naming it and its value; a
+// zero field means its default and is valid.
 func (c Config) Validate() error {
+	c = c.withDefaults()
 	if c.SegmentSize < MinSegmentSize {
 		return fmt.Errorf("journal: Config.SegmentSize is %d, want at least %d", c.SegmentSize, MinSegmentSize)
 	}

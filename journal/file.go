@@ -81,6 +81,7 @@ func Open(dir string, cfg Config) (*FileJournal, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	created, err := makeDir(dir)
 	if err != nil {
 		return nil, err

@@ -155,8 +155,9 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"default", DefaultConfig(), ""},
 		{"segment too small", mod(func(c *Config) { c.SegmentSize = 1023 }), "journal: Config.SegmentSize is 1023, want at least 1024"},
-		{"zero", Config{}, "journal: Config.SegmentSize is 0, want at least 1024"},
-		{"record size zero", mod(func(c *Config) { c.MaxRecordSize = 0 }), "journal: Config.MaxRecordSize is 0, want 1 to 1073741824"},
+		{"zero means the defaults", Config{}, ""},
+		{"segment negative", mod(func(c *Config) { c.SegmentSize = -1 }), "journal: Config.SegmentSize is -1, want at least 1024"},
+		{"record size negative", mod(func(c *Config) { c.MaxRecordSize = -1 }), "journal: Config.MaxRecordSize is -1, want 1 to 1073741824"},
 		{"record size too big", mod(func(c *Config) { c.MaxRecordSize = 1<<30 + 1 }), "journal: Config.MaxRecordSize is 1073741825, want 1 to 1073741824"},
 	}
 	for _, tt := range tests {
@@ -177,6 +178,9 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if d := DefaultConfig(); d.SegmentSize != 64<<20 || d.MaxRecordSize != 4<<20 {
 		t.Errorf("DefaultConfig() = %+v, want SegmentSize 64 MiB, MaxRecordSize 4 MiB", d)
+	}
+	if got, want := (Config{}).withDefaults(), DefaultConfig(); got.SegmentSize != want.SegmentSize || got.MaxRecordSize != want.MaxRecordSize {
+		t.Errorf("Config{} with defaults = %+v, want DefaultConfig() %+v", got, want)
 	}
 }
 

@@ -47,9 +47,10 @@ const (
 // ErrInvalidConfig is wrapped by every error of [Config.Validate] and [New].
 var ErrInvalidConfig = errors.New("kinesisload: invalid config")
 
-// Config configures a [Loader]. Start from [DefaultConfig]; Stream and Sink
-// are required, and so is Dir unless [WithStore] gives a store or
-// [WithCoordinator] a coordinator.
+// Config configures a [Loader]. Stream and Sink are required, and so is
+// Dir unless [WithStore] gives a store or [WithCoordinator] a coordinator.
+// Every other zero field means its default, so a literal that sets only
+// these behaves as [DefaultConfig] with them set.
 type Config struct {
 	// Stream is the name of the Kinesis stream to load. Required.
 	Stream string

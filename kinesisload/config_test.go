@@ -3,6 +3,7 @@ package kinesisload
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -113,4 +114,24 @@ func journalLen(t *testing.T, j journal.Journal) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A Config literal that sets only what is required behaves exactly as
+// DefaultConfig: every zero field means its default (SinkRetries 0 too:
+// retry without limit; SinkNoRetries says "no retry"). Checked field by
+// field, so a field added later with a zero that means something else
+// fails here.
+func TestConfigLiteralZeroValuesAreTheDefaults(t *testing.T) {
+	lit := Config{}.withDefaults()
+	def := DefaultConfig().withDefaults()
+	lv, dv := reflect.ValueOf(lit), reflect.ValueOf(def)
+	for i := range lv.NumField() {
+		name := lv.Type().Field(i).Name
+		if !reflect.DeepEqual(lv.Field(i).Interface(), dv.Field(i).Interface()) {
+			t.Errorf("Config{}.%s = %v after defaults, DefaultConfig().%s = %v", name, lv.Field(i).Interface(), name, dv.Field(i).Interface())
+		}
+	}
+	if def.SinkRetries != SinkRetriesForever {
+		t.Errorf("the default SinkRetries = %d, want SinkRetriesForever", def.SinkRetries)
+	}
 }
