@@ -48,12 +48,13 @@ func ExampleLoader() {
 		}
 		return nil
 	})
-	cfg := kinesisload.DefaultConfig()
-	cfg.Stream = "orders"
-	cfg.Sink = sink
-	cfg.Dir = dir                          // the journal: one directory holds every decision
-	cfg.StartPosition = scan.TrimHorizon() // the default, LATEST, would skip these three
-	loader, err := kinesisload.New(cfg,
+	// Every zero field of a Config means its default.
+	loader, err := kinesisload.New(kinesisload.Config{
+		Stream:        "orders",
+		Sink:          sink,
+		Dir:           dir,                // the journal: one directory holds every decision
+		StartPosition: scan.TrimHorizon(), // the default, LATEST, would skip these three
+	},
 		kinesisload.WithClient(fake),
 		kinesisload.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
