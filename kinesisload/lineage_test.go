@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
 	"github.com/tidemark/tidemark/journal"
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
 	"github.com/tidemark/tidemark/scan"
@@ -360,5 +359,60 @@ func TestSinkErrorsStopTheLoaderAndCommitNothingAfter(t *testing.T) {
 	first := rec.events()[0].cp
 	if !p[shard0].Position.Equal(first) {
 		t.Errorf("committed %v, want the checkpoint of the last accepted batch %v", p[shard0].Position, first)
+	}
+}
+
+// In topology.go, observe: the lineage check skips `n.State == 0`:
+// with a TransactionalSink and no journal (the supported "journal lost"
+// case), a shard known only by the Sink's checkpoint (not SHARD_END) that
+// has expired from ListShards raises no lineage error; worse, its node
+// keeps State 0, so ready() holds its children back forever: the Loader
+// runs, reads nothing and reports nothing.
+func TestExpiredShardKnownOnlyBySinkIsALineageError(t *testing.T) {
+	clock := kinesistest.NewManualClock(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
+	s := newFakeStream(t, 1, kinesistest.WithClock(clock), kinesistest.WithRetention(time.Hour))
+	a := s.put(shard0, "a")
+	s.put(shard0, "b") // never delivered: expires unread
+	s.split(shard0)
+	clock.Advance(2 * time.Hour) // shard 0 and its records expire
+	children := s.openShards()
+	for _, c := range children {
+		s.put(c, "child-"+c)
+	}
+	tx := &txSink{recorder: *newRecorder(), cps: map[string]scan.Position{shard0: scan.AfterSequence(a)}}
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: tx}, WithClient(s.f), WithStore(memStore(t, journal.NewMemory())))
+	select {
+	case err := <-r.done:
+		r.done <- err
+		if !errors.Is(err, ErrLineage) || !strings.Contains(err.Error(), shard0) {
+			t.Fatalf("Run = %v, want ErrLineage naming %s", err, shard0)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatalf("Run still running after 3 s with no lineage error; delivered %q (children %v never read)", tx.delivered(), children)
+	}
+}
+
+// A COMPLETED parent that retention removed from ListShards is no lineage
+// error, and its child is read from TRIM_HORIZON.
+func TestExpiredCompletedParentReleasesChild(t *testing.T) {
+	clock := kinesistest.NewManualClock(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
+	s := newFakeStream(t, 1, kinesistest.WithClock(clock), kinesistest.WithRetention(time.Hour))
+	s.put(shard0, "p")
+	s.split(shard0)
+	clock.Advance(2 * time.Hour)
+	children := s.openShards()
+	for _, c := range children {
+		s.put(c, "c-"+c)
+	}
+	store := memStore(t, journal.NewMemory())
+	if err := store.Save(context.Background(), s.name, []ShardProgress{{ShardID: shard0, State: StateCompleted, Position: scan.ShardEnd()}}); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec}, WithClient(s.f), WithStore(store))
+	rec.waitFor(t, "c-"+children[0], "c-"+children[1])
+	r.stop(t)
+	if len(rec.delivered()) != 2 {
+		t.Errorf("delivered %q, want only the children's records", rec.delivered())
 	}
 }

@@ -3,12 +3,14 @@ package kinesisload
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
 	"github.com/tidemark/tidemark/journal"
 	"github.com/tidemark/tidemark/scan"
 )
@@ -145,4 +147,112 @@ var testTime = scan.AtTimestamp(mustTime("2026-11-30T08:00:00Z")).Timestamp
 func mustTime(s string) (t time.Time) {
 	t, _ = time.Parse(time.RFC3339, s)
 	return t
+}
+
+// In session.go, initialise: resolved positions are copied only
+// into `updates`, which holds the fresh shards: a tracked shard whose
+// stored position is LATEST (it is not fresh) is resolved, read from the
+// resolved tip, but the resolved position is never journaled. A restart
+// before its first commit resolves LATEST again and skips what arrived in
+// between: the very bug tidemark exists to fix. A stored LATEST is
+// reachable: observe saves the Config.Shards position (LATEST, or zero
+// meaning StartPosition) of a selected shard first listed after
+// initialisation without resolving it.
+func TestStoredLatestIsJournaledOnceResolved(t *testing.T) {
+	s := newFakeStream(t, 1)
+	s.put(shard0, "old")
+	store := memStore(t, journal.NewMemory())
+	if err := store.Save(context.Background(), s.name, []ShardProgress{{ShardID: shard0, State: StateActive, Position: scan.Latest()}}); err != nil {
+		t.Fatal(err)
+	}
+	ih := newInitHook()
+	first := newRecorder()
+	first.fail = func(Batch) error { return errBoom } // aborts before any commit
+	ctx, abort := context.WithCancel(context.Background())
+	defer abort()
+	r1 := start(t, ctx, Config{Stream: s.name, Sink: first, SinkRetries: 1000}, WithClient(s.f), WithStore(store), WithHooks(ih))
+	if e := ih.wait(t); e.Resolved != 1 {
+		t.Fatalf("resolved %d shards, want 1", e.Resolved)
+	}
+	p, _ := store.Load(context.Background(), s.name)
+	if p[shard0].Position.Kind == scan.KindLatest {
+		t.Errorf("after initialisation shard 0 is still journaled at LATEST; the resolved position was not saved")
+	}
+	s.put(shard0, "R4")
+	abort()
+	r1.wait(t)
+
+	second := newRecorder()
+	ih2 := newInitHook()
+	r2 := start(t, context.Background(), Config{Stream: s.name, Sink: second}, WithClient(s.f), WithStore(store), WithHooks(ih2))
+	ih2.wait(t)
+	s.put(shard0, "R5")
+	deadline := time.After(3 * time.Second)
+	for !slices.Contains(second.delivered(), "R5") {
+		select {
+		case <-deadline:
+			t.Fatalf("R5 not delivered; got %q", second.delivered())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	r2.stop(t)
+	if !slices.Contains(second.delivered(), "R4") {
+		t.Errorf("R4 (after the first resolved tip, before the restart) was lost: delivered %q", second.delivered())
+	}
+}
+
+// In store.go, JournalStore.Save: Journal.Append may fail after
+// the record was handed to the disk (the file journal returns ctx.Err()
+// while waiting for its group fsync, with an index already taken). Save
+// then never marks that index applied, so `done` stops below it for good:
+// no snapshot is ever taken again (the journal grows without bound and
+// `applied` grows by one entry per Save), and the in-memory state lacks a
+// durable record.
+func TestJournalStoreKeepsSnapshottingAfterAnUnknownAppend(t *testing.T) {
+	j := &unknownAppendJournal{Journal: journal.NewMemory()}
+	store, err := NewJournalStore(context.Background(), j, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	save := func(seq string) error {
+		return store.Save(ctx, "orders", []ShardProgress{{ShardID: shard0, State: StateActive, Position: scan.AfterSequence(seq)}})
+	}
+	if err := save("1"); err != nil {
+		t.Fatal(err)
+	}
+	j.failNext.Store(true) // durable, but the caller hears "context canceled"
+	if err := save("2"); err == nil {
+		t.Fatal("the unknown append did not fail")
+	}
+	for i := 3; i <= 20; i++ {
+		if err := save(strconv.Itoa(i * 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := j.snapshots.Load(); n == 0 {
+		t.Errorf("no snapshot in 19 saves with SnapshotEvery = 2 after one append of unknown outcome: `done` is stuck (%d indexes waiting in applied)", len(store.applied))
+	}
+}
+
+type unknownAppendJournal struct {
+	journal.Journal
+	failNext  atomic.Bool
+	snapshots atomic.Int64
+}
+
+func (j *unknownAppendJournal) Append(ctx context.Context, recs ...[]byte) (uint64, error) {
+	idx, err := j.Journal.Append(ctx, recs...)
+	if err == nil && j.failNext.CompareAndSwap(true, false) {
+		return 0, context.Canceled
+	}
+	return idx, err
+}
+
+func (j *unknownAppendJournal) Snapshot(ctx context.Context, index uint64, state []byte) error {
+	err := j.Journal.Snapshot(ctx, index, state)
+	if err == nil {
+		j.snapshots.Add(1)
+	}
+	return err
 }
