@@ -2,7 +2,6 @@ package kinesisload
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,9 +14,6 @@ import (
 // hand from the table) would never be granted to any host again, and no
 // host would say why. The Loader notices it, and recovers it from a
 // TransactionalSink's checkpoint, or stops naming it.
-
-// ErrShardMissing is wrapped by a [*MissingShardError].
-var ErrShardMissing = errors.New("kinesisload: a shard's progress is missing from the fleet's table")
 
 // MissingShardError stops Run when shards that Kinesis lists, and that
 // the fleet's shared progress held, are missing from it (their items were

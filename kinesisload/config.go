@@ -1,7 +1,6 @@
 package kinesisload
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -43,9 +42,6 @@ const (
 	// SinkNoRetries stops Run at the Sink's first refusal of a batch.
 	SinkNoRetries = -2
 )
-
-// ErrInvalidConfig is wrapped by every error of [Config.Validate] and [New].
-var ErrInvalidConfig = errors.New("kinesisload: invalid config")
 
 // Config configures a [Loader]. Stream and Sink are required, and so is
 // Dir unless [WithStore] gives a store or [WithCoordinator] a coordinator.

@@ -301,9 +301,6 @@ func checkLease(ls Lease) error {
 	return nil
 }
 
-// ErrLeaseLost is wrapped by a [*LeaseLostError].
-var ErrLeaseLost = errors.New("kinesisload: lease lost")
-
 // LeaseLostError says that this host no longer holds a shard's lease (or
 // the initialisation lock, with Shard empty): a commit was refused because
 // the shard's owner or epoch changed, or the host fenced itself after it

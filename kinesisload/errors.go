@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/tidemark/tidemark/kpl"
 )
 
 // The classes of the errors that stop [Loader.Run]. Every such error is a
@@ -38,6 +40,58 @@ var (
 	// ErrJournal is the class of a stop caused by the [PositionStore]:
 	// progress could not be loaded (a corrupt journal) or saved.
 	ErrJournal = errors.New("kinesisload: the position store failed")
+)
+
+// The sentinel errors of the package, besides the classes above: each is
+// wrapped by the errors its documentation names, so that errors.Is tells
+// them apart.
+var (
+	// ErrShardMissing is wrapped by a [*MissingShardError].
+	ErrShardMissing = errors.New("kinesisload: a shard's progress is missing from the fleet's table")
+	// ErrInvalidConfig is wrapped by every error of [Config.Validate] and [New].
+	ErrInvalidConfig = errors.New("kinesisload: invalid config")
+	// ErrLeaseLost is wrapped by a [*LeaseLostError].
+	ErrLeaseLost = errors.New("kinesisload: lease lost")
+	// ErrStreamMismatch is wrapped (by [*StreamMismatchError]) when the stream
+	// Kinesis serves under the configured name is not the one the stored
+	// progress was made on: it was deleted and created again, or the journal
+	// belongs to a stream of another region or account.
+	ErrStreamMismatch = errors.New("kinesisload: the stream is not the one the progress was stored for")
+	// ErrStreamDeleted is wrapped by the error that stops Run when Kinesis says
+	// the stream is being deleted. (A stream already gone stops Run with
+	// Kinesis's ResourceNotFoundException.)
+	ErrStreamDeleted = errors.New("kinesisload: the stream is being deleted")
+	// ErrBadAggregate is wrapped by the error reported to [HookDecodeFailed]
+	// for a record that starts with the KPL magic bytes but fails a check (too
+	// short, MD5, protobuf, a missing required field, an index out of range,
+	// no user records). Such a record is delivered as one plain record. It is
+	// [kpl.ErrCorrupt].
+	ErrBadAggregate = kpl.ErrCorrupt
+	// ErrClosed is returned by Run after Close, and by Run on a Loader
+	// that was closed before it ran.
+	ErrClosed = errors.New("kinesisload: loader closed")
+	// ErrRunning is returned by Run when the Loader is already running.
+	ErrRunning = errors.New("kinesisload: loader already running")
+	// ErrJournalRepaired is wrapped by a [*RepairedJournalError].
+	ErrJournalRepaired = errors.New("kinesisload: the journal was repaired and lost decisions")
+	// ErrPermanent is wrapped by an error of a [Sink] that no retry can fix:
+	// Run stops at once, with a [*RunError] of class [ErrSink] naming the
+	// shard(s) and the batch. Make one with [Permanent].
+	ErrPermanent = errors.New("kinesisload: permanent sink error")
+	// ErrStuck is wrapped by a [StuckError]: a hard stop found a shard
+	// whose delivery did not return.
+	ErrStuck = errors.New("kinesisload: a shard did not stop")
+	// ErrPanicked is wrapped by a [PanicError]: user code (the Sink, a
+	// hook) panicked.
+	ErrPanicked = errors.New("kinesisload: user code panicked")
+	// ErrStoreCorrupt is wrapped when a stored record cannot be decoded.
+	ErrStoreCorrupt = errors.New("kinesisload: position store record cannot be decoded")
+	// ErrLineage is wrapped by the error that stops the Loader when a shard it
+	// tracks disappears from ListShards before it was COMPLETED (its records
+	// expired unread), or when ListShards lists open a shard the stored
+	// progress holds as COMPLETED, so that data is never skipped silently, and
+	// by a [ParentAfterChildError].
+	ErrLineage = errors.New("kinesisload: shard lineage broken")
 )
 
 // RunError is the error that stops [Loader.Run] (besides ctx.Err(),

@@ -52,12 +52,6 @@ func (id StreamIdentity) String() string {
 	return fmt.Sprintf("%s created %s", id.ARN, id.Created.UTC().Format(time.RFC3339Nano))
 }
 
-// ErrStreamMismatch is wrapped (by [*StreamMismatchError]) when the stream
-// Kinesis serves under the configured name is not the one the stored
-// progress was made on: it was deleted and created again, or the journal
-// belongs to a stream of another region or account.
-var ErrStreamMismatch = errors.New("kinesisload: the stream is not the one the progress was stored for")
-
 // StreamMismatchError stops [Loader.Run] when the stream's identity differs
 // from the one journaled with its progress: the stored positions mean
 // nothing on the new stream (its shard IDs start again at
@@ -217,11 +211,6 @@ func describeStreamMeta(ctx context.Context, c scan.Client, stream string, timeo
 	}
 	return StreamIdentity{ARN: *d.StreamARN, Created: d.StreamCreationTimestamp.UTC()}, d.StreamStatus, out.ResultMetadata, nil
 }
-
-// ErrStreamDeleted is wrapped by the error that stops Run when Kinesis says
-// the stream is being deleted. (A stream already gone stops Run with
-// Kinesis's ResourceNotFoundException.)
-var ErrStreamDeleted = errors.New("kinesisload: the stream is being deleted")
 
 // streamAbsent reports whether err says the stream is gone or not ACTIVE:
 // Kinesis's ResourceNotFoundException, a stream DELETING

@@ -7,13 +7,6 @@ import (
 	"github.com/tidemark/tidemark/kpl"
 )
 
-// ErrBadAggregate is wrapped by the error reported to [HookDecodeFailed]
-// for a record that starts with the KPL magic bytes but fails a check (too
-// short, MD5, protobuf, a missing required field, an index out of range,
-// no user records). Such a record is delivered as one plain record. It is
-// [kpl.ErrCorrupt].
-var ErrBadAggregate = kpl.ErrCorrupt
-
 // hashKey is an unsigned 128-bit Kinesis hash key.
 type hashKey = kpl.HashKey
 

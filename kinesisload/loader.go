@@ -19,15 +19,6 @@ import (
 	"github.com/tidemark/tidemark/scan"
 )
 
-// Errors of the Loader.
-var (
-	// ErrClosed is returned by Run after Close, and by Run on a Loader
-	// that was closed before it ran.
-	ErrClosed = errors.New("kinesisload: loader closed")
-	// ErrRunning is returned by Run when the Loader is already running.
-	ErrRunning = errors.New("kinesisload: loader already running")
-)
-
 // ownResolverQueue is the queue of the Resolver a Loader makes for itself
 // when [WithResolver] is not given: more shards than a stream can have.
 const ownResolverQueue = 1 << 20

@@ -1,7 +1,6 @@
 package kinesisload
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -15,9 +14,6 @@ import (
 // resolved afresh (see [journal.RepairMark]): a margin for the writer's
 // clock against Kinesis's arrival times. It costs duplicates, never loss.
 const RepairRewind = 5 * time.Minute
-
-// ErrJournalRepaired is wrapped by a [*RepairedJournalError].
-var ErrJournalRepaired = errors.New("kinesisload: the journal was repaired and lost decisions")
 
 // RepairedJournalError stops Run when [journal.Repair] removed records
 // from the journal, shards would start at a freshly resolved LATEST

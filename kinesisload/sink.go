@@ -2,7 +2,6 @@ package kinesisload
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/tidemark/tidemark/scan"
@@ -127,11 +126,6 @@ type Batch struct {
 type Sink interface {
 	Deliver(ctx context.Context, b Batch) error
 }
-
-// ErrPermanent is wrapped by an error of a [Sink] that no retry can fix:
-// Run stops at once, with a [*RunError] of class [ErrSink] naming the
-// shard(s) and the batch. Make one with [Permanent].
-var ErrPermanent = errors.New("kinesisload: permanent sink error")
 
 // Permanent marks err as permanent: the error it returns has err's
 // message and wraps both err (errors.Is and errors.As see it) and

@@ -1,7 +1,6 @@
 package kinesisload
 
 import (
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -12,16 +11,6 @@ import (
 // or Close's did), for the consume loops to return before it gives up on
 // them. A Sink that honours its context returns well within it.
 const stuckGrace = time.Second
-
-// Errors of a stop. They are wrapped by the typed errors below.
-var (
-	// ErrStuck is wrapped by a [StuckError]: a hard stop found a shard
-	// whose delivery did not return.
-	ErrStuck = errors.New("kinesisload: a shard did not stop")
-	// ErrPanicked is wrapped by a [PanicError]: user code (the Sink, a
-	// hook) panicked.
-	ErrPanicked = errors.New("kinesisload: user code panicked")
-)
 
 // StuckError is returned by Run when, after a hard stop, a shard's loop has
 // not returned within a second: typically a Sink's Deliver (or a hook) that

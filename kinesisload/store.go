@@ -3,7 +3,6 @@ package kinesisload
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -74,12 +73,6 @@ type ArchivedProgress struct {
 	// Shards is the old stream's progress, keyed by shard ID.
 	Shards map[string]ShardProgress `json:"shards"`
 }
-
-// Errors of the position store.
-var (
-	// ErrStoreCorrupt is wrapped when a stored record cannot be decoded.
-	ErrStoreCorrupt = errors.New("kinesisload: position store record cannot be decoded")
-)
 
 // JournalStore is the default [PositionStore]: every Save is one durable
 // journal record, and a snapshot of the whole state is taken every

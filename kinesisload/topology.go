@@ -1,7 +1,6 @@
 package kinesisload
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,13 +10,6 @@ import (
 
 	"github.com/tidemark/tidemark/scan"
 )
-
-// ErrLineage is wrapped by the error that stops the Loader when a shard it
-// tracks disappears from ListShards before it was COMPLETED (its records
-// expired unread), or when ListShards lists open a shard the stored
-// progress holds as COMPLETED, so that data is never skipped silently, and
-// by a [ParentAfterChildError].
-var ErrLineage = errors.New("kinesisload: shard lineage broken")
 
 // ParentAfterChildError is returned by Run, before anything is read or
 // saved, when reading a shard would deliver its records after records of
