@@ -1,7 +1,6 @@
 package scan
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -46,10 +45,6 @@ func (k Kind) String() string {
 // MaxSequenceDigits is the longest sequence number accepted. Kinesis
 // documents sequence numbers as strings of up to 128 decimal digits.
 const MaxSequenceDigits = 128
-
-// ErrInvalidPosition is returned, wrapped with the offending input, for a
-// position that cannot be parsed or is not valid.
-var ErrInvalidPosition = errors.New("scan: invalid position")
 
 // A Position is where reading a shard starts: a symbolic position (LATEST,
 // TRIM_HORIZON), a time (AT_TIMESTAMP), a record (AT_ or

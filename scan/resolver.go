@@ -2,26 +2,11 @@ package scan
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
-)
-
-var (
-	// ErrQueueFull is returned, wrapped, by [Resolver.Resolve] when the
-	// batch's shards do not fit in the Resolver's queue of waiting shards.
-	ErrQueueFull = errors.New("scan: resolver queue full")
-	// ErrInvalidConfig is returned, wrapped with the field and value, by
-	// [NewResolver] for an invalid [Config].
-	ErrInvalidConfig = errors.New("scan: invalid config")
-	// ErrInvalidRequest is returned, wrapped with the reason, by
-	// [Resolver.Resolve] for a [Request] it cannot serve.
-	ErrInvalidRequest = errors.New("scan: invalid request")
-	// ErrPanic is wrapped by the error of a shard whose scan panicked.
-	ErrPanic = errors.New("scan: panic during scan")
 )
 
 // A ShardError is the error of one shard's scan. It names the stream and the

@@ -8,11 +8,6 @@ import (
 	"time"
 )
 
-// ErrDown is wrapped (with [ErrUnknown]) by every call of a [FaultyTable]
-// after [FaultyTable.Kill]: the process is gone, and nothing it sends
-// lands.
-var ErrDown = errors.New("fleet: host is down")
-
 // FaultyTable wraps a [Table] with faults a test turns on, as one host sees
 // the table: lost answers, writes refused (throttled), conflicts reported
 // for writes that landed (the answer of an SDK's retry of a write that had

@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -13,15 +12,6 @@ import (
 // generation in force; a fleet-wide start-over (a stream re-created under
 // the name) moves it to the next, and the old generation's items stay as
 // its archive.
-
-// ErrIdentityMissing is wrapped by the error of a Join that finds no
-// identity item while the table shows the stream was initialised (its
-// first generation's initialisation committed, or a later generation
-// exists): the item was deleted by hand. Taking its absence for a new
-// stream would make the host read the archive of a stream that no longer
-// exists beside hosts of the generation in force, or take a stream
-// re-created meanwhile for the one the progress was stored for.
-var ErrIdentityMissing = errors.New("fleet: the stream's identity item is missing, but the stream was initialised")
 
 // readIdentity reads the stream's identity item (in the stream's own
 // partition), retrying transient errors.

@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -42,12 +41,6 @@ const (
 	// generation that replaced it.
 	entryGen = "#gen"
 )
-
-// ErrBadItem is wrapped by the error for an item of the table that cannot
-// be decoded (edited by hand, or written by an incompatible version): no
-// retry fixes it, so the session stops with it (naming the item and the
-// attribute) instead of retrying for ever.
-var ErrBadItem = errors.New("fleet: an item of the table cannot be decoded")
 
 func badItem(it Item, format string, args ...any) error {
 	return fmt.Errorf("%w: %s/%s: %s", ErrBadItem, it.Partition, it.Key, fmt.Sprintf(format, args...))

@@ -2,28 +2,10 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"sync"
-)
-
-// Errors of a [Table]. Every error a Table returns is one of three kinds:
-// it wraps [ErrConflict] (the condition failed: nothing changed), it wraps
-// [ErrUnknown] (a transient failure: a write may or may not have landed, a
-// read read nothing), or it is fatal: no retry fixes it (access denied, a
-// missing table, an item that cannot be decoded), and the protocol stops
-// the session with it.
-var (
-	// ErrConflict is wrapped by the error of a conditional write whose
-	// condition failed: the item's version (or the entry's value) was
-	// not the one given. Nothing changed.
-	ErrConflict = errors.New("fleet: condition failed")
-	// ErrUnknown is wrapped by the error of a call that failed
-	// transiently (a timeout, throttling, a 5xx, a lost connection): a
-	// write may or may not have landed, and is read back.
-	ErrUnknown = errors.New("fleet: outcome unknown")
 )
 
 // Item is one item of a [Table]: a key (Partition and Key), a version, and
