@@ -681,6 +681,10 @@ func (w *windower) statsLocked(f *feed) {
 			since = pt.first
 		}
 	}
+	if !since.IsZero() {
+		// On the clock of Stats (WithClock), as old as it is on ours.
+		since = w.l.stats.clock().Add(-time.Since(since))
+	}
 	w.l.stats.windowed(f.shard, records, bytes, since)
 }
 
