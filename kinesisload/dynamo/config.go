@@ -59,9 +59,11 @@ type Config struct {
 	BalanceBy kinesisload.BalanceBy
 
 	// CheckpointInterval is how often the positions the Loader commits
-	// are written: at most once per interval, and at least once per round
-	// while any moved (one write per host for all its shards). A position
-	// is durable within CheckpointInterval of its Commit; after a crash
+	// are written (one write per host for all its shards), while any
+	// moved: by the first round at least CheckpointInterval less half a
+	// RenewInterval after the last write, so with the default every round
+	// writes them. A position is durable within CheckpointInterval of its
+	// Commit; after a crash
 	// (not a planned move) the records committed since are delivered
 	// again, unless a TransactionalSink holds them. Default RenewInterval;
 	// it must not be below it.

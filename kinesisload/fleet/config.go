@@ -53,10 +53,11 @@ type Config struct {
 	BalanceBy kinesisload.BalanceBy
 
 	// CheckpointInterval is how often the positions the Loader commits
-	// are written (one write per host for all its shards): at most once
-	// per interval, and at least once per round while any moved. A
-	// position is durable within CheckpointInterval (plus a call) of its
-	// Commit; after a crash (not a planned move) the records committed
+	// are written (one write per host for all its shards), while any
+	// moved: by the first round at least CheckpointInterval less half a
+	// RenewInterval after the last write (rounds jitter), so with the
+	// default every round writes them. A position is durable within
+	// CheckpointInterval (plus a call) of its Commit; after a crash (not a planned move) the records committed
 	// since are delivered again, unless a TransactionalSink holds them.
 	// Default RenewInterval; it must not be below it.
 	CheckpointInterval time.Duration

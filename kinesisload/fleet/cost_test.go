@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,6 +154,52 @@ func TestPositionsOfManyShardsSpanChunksAndSurviveTheHost(t *testing.T) {
 	for id, l := range hb.leases[b] {
 		if got := l.Progress().Position; !got.Equal(committed) {
 			t.Fatalf("%s resumes at %v, want the dead host's %v", id, got, committed)
+		}
+	}
+}
+
+// Every commit is durable within one round: with the default
+// CheckpointInterval (RenewInterval), a position committed before a round
+// is in the host's positions after it, even when the rounds' clock
+// readings are a little less than CheckpointInterval apart (a tick
+// delivered late, then one on time; a heartbeat slower in one round than
+// in the next). Positions written only when a full CheckpointInterval had
+// passed skipped every round that followed a late one.
+func TestPositionsAreWrittenEveryRoundDespiteJitter(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	a := w.host("a")
+	hs := &holders{w: w, hosts: []*host{a}, leases: map[*host]map[string]kinesisload.Lease{a: {}}}
+	hs.ids = w.seed(a, 4)
+	for range 10 {
+		hs.round(false)
+	}
+	if len(hs.leases[a]) != 4 {
+		t.Fatalf("a holds %d of 4 shards", len(hs.leases[a]))
+	}
+	ctx := context.Background()
+	for i := range 10 {
+		// Rounds alternately 50 ms late and on time.
+		step := w.cfg.RenewInterval + 50*time.Millisecond
+		if i%2 == 1 {
+			step = w.cfg.RenewInterval - 50*time.Millisecond
+		}
+		want := scan.AfterSequence(fmt.Sprint(5000 + i))
+		for id, l := range hs.leases[a] {
+			if err := l.Commit(ctx, kinesisload.ShardProgress{ShardID: id, Position: want}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.now.Add(int64(step))
+		a.c.Round()
+		it, err := w.table.Get(ctx, "s#pos#a", "pos#0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id := range hs.leases[a] {
+			got := it.Maps["pos"][id]
+			if !strings.HasSuffix(got, " "+want.String()) {
+				t.Fatalf("round %d (%v after the last): shard %s's position in the table is %q, want the one committed before the round, %v", i, step, id, got, want)
+			}
 		}
 	}
 }

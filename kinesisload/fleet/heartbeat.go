@@ -309,10 +309,18 @@ func (m *member) markLeft(ctx context.Context) error {
 // and CheckpointInterval passed (force: at once). A chunk whose write
 // fails stays dirty: the next round writes it again. Called with
 // m.beatMu held (by the beat), or by Leave after the rounds stopped.
+//
+// The interval is counted less half a round: rounds are not exactly
+// RenewInterval apart (a tick delivered late, then one on time; a beat
+// slower in one round than in the next), and a round a little early on
+// the last write must not wait a whole round more: with the default
+// CheckpointInterval (RenewInterval) every round writes the positions
+// that moved, so every commit is durable within one round.
 func (m *member) flush(force bool) {
 	m.mu.Lock()
 	now := m.c.now()
-	if m.left && !force || !m.dirty || !force && now.Sub(m.flushedAt) < m.c.cfg.CheckpointInterval {
+	due := now.Sub(m.flushedAt) >= m.c.cfg.CheckpointInterval-m.c.cfg.RenewInterval/2
+	if m.left && !force || !m.dirty || !force && !due {
 		m.mu.Unlock()
 		return
 	}
