@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,37 +42,93 @@ var (
 	benchWindow = flag.Duration("fleet.window", 10*time.Second,
 		"how long the coordination-cost benchmark counts calls, idle and at load")
 	benchCheckpoint = flag.Duration("fleet.checkpoint", 10*time.Second,
-		"CheckpointInterval of the coordination-cost benchmark at load")
+		"CheckpointInterval of the coordination-cost benchmark (0: the package default)")
 	benchShards = flag.Int("fleet.costshards", 1000, "shards of the coordination-cost benchmark")
-	benchMiB    = flag.Int("fleet.mib", 4, "MiB of backlog per shard of the throughput benchmark")
+	benchHosts  = flag.Int("fleet.costhosts", 4, "hosts of the coordination-cost benchmark")
+	benchRate   = flag.Float64("fleet.rate", 2,
+		"records per second put into every shard at load in the coordination-cost benchmark (and the small fleet's)")
+	benchKCLCheckpoint = flag.Duration("fleet.kclcheckpoint", 0,
+		"the checkpoint interval of KCL's model at load (0: -fleet.checkpoint, or RenewInterval when that is 0)")
+	benchMiB = flag.Int("fleet.mib", 4, "MiB of backlog per shard of the throughput benchmark")
 )
 
 // counter is an http.RoundTripper in front of one host's DynamoDB client
-// that counts calls by operation and the bytes of Query answers.
+// that counts its calls by operation, the capacity units each consumed
+// (asked for with ReturnConsumedCapacity, which the coordinator does not
+// set: dynalite computes them from the items' sizes as DynamoDB does:
+// a strongly consistent read one unit per 4 KB, rounded up once per
+// Query; a write one unit per KB of the larger of the item before and
+// after), the bytes of the answers, and the units by partition key.
 type counter struct {
-	base       http.RoundTripper
-	mu         sync.Mutex
-	ops        map[string]int64
-	queryBytes int64
-	queryRCU   float64
+	base  http.RoundTripper
+	mu    sync.Mutex
+	ops   map[string]*opCount
+	parts map[string]*partCount
+}
+
+// opCount is what the calls of one operation cost.
+type opCount struct {
+	calls int64
+	units float64
+	bytes int64 // of the answers
+}
+
+// partCount is the capacity units spent on one partition key.
+type partCount struct{ rcu, wcu float64 }
+
+// isRead reports whether op reads (its units are read units).
+func isRead(op string) bool { return op == "GetItem" || op == "Query" }
+
+// isCounted reports whether op is a call of the protocol whose units are
+// counted (not the table's creation or description).
+func isCounted(op string) bool {
+	switch op {
+	case "GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem":
+		return true
+	}
+	return false
 }
 
 func newCounter(base http.RoundTripper) *counter {
-	return &counter{base: base, ops: map[string]int64{}}
+	return &counter{base: base, ops: map[string]*opCount{}, parts: map[string]*partCount{}}
+}
+
+// requestPartition is the partition key a request's body names.
+func requestPartition(body []byte) string {
+	type attr struct{ S string }
+	var in struct {
+		Key struct {
+			Stream attr `json:"stream"`
+		}
+		Item struct {
+			Stream attr `json:"stream"`
+		}
+		ExpressionAttributeValues struct {
+			S attr `json:":s"`
+		}
+	}
+	_ = json.Unmarshal(body, &in)
+	for _, p := range []string{in.Key.Stream.S, in.Item.Stream.S, in.ExpressionAttributeValues.S.S} {
+		if p != "" {
+			return p
+		}
+	}
+	return "?"
 }
 
 func (c *counter) RoundTrip(req *http.Request) (*http.Response, error) {
 	t := req.Header.Get("X-Amz-Target")
 	op := t[strings.LastIndexByte(t, '.')+1:]
-	if op == "Query" && req.Body != nil {
-		// Ask for the read capacity the Query consumed (dynalite
-		// computes it from the items' sizes as DynamoDB does); the
-		// emulator does not check the signature of the changed body.
+	part := ""
+	if isCounted(op) && req.Body != nil {
+		// Ask for the capacity the call consumed; the emulator does
+		// not check the signature of the changed body.
 		body, err := io.ReadAll(req.Body)
 		req.Body.Close()
 		if err != nil {
 			return nil, err
 		}
+		part = requestPartition(body)
 		if !bytes.Contains(body, []byte("ReturnConsumedCapacity")) {
 			body = append([]byte(`{"ReturnConsumedCapacity":"TOTAL",`), body[1:]...)
 		}
@@ -79,36 +137,130 @@ func (c *counter) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.ContentLength = int64(len(body))
 	}
 	resp, err := c.base.RoundTrip(req)
-	c.mu.Lock()
-	c.ops[op]++
-	c.mu.Unlock()
-	if err == nil && op == "Query" {
+	var units float64
+	var n int64
+	if err == nil && isCounted(op) {
 		body, rerr := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		var out struct {
 			ConsumedCapacity struct{ CapacityUnits float64 }
 		}
 		_ = json.Unmarshal(body, &out)
-		c.mu.Lock()
-		c.queryBytes += int64(len(body))
-		c.queryRCU += out.ConsumedCapacity.CapacityUnits
-		c.mu.Unlock()
+		units, n = out.ConsumedCapacity.CapacityUnits, int64(len(body))
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		if rerr != nil {
 			return nil, rerr
 		}
 	}
+	c.mu.Lock()
+	o := c.ops[op]
+	if o == nil {
+		o = &opCount{}
+		c.ops[op] = o
+	}
+	o.calls++
+	o.units += units
+	o.bytes += n
+	if part != "" {
+		pc := c.parts[part]
+		if pc == nil {
+			pc = &partCount{}
+			c.parts[part] = pc
+		}
+		if isRead(op) {
+			pc.rcu += units
+		} else {
+			pc.wcu += units
+		}
+	}
+	c.mu.Unlock()
 	return resp, err
 }
 
-// take returns the counts so far (calls by operation, bytes and read
-// capacity units of the Query answers) and resets them.
-func (c *counter) take() (map[string]int64, int64, float64) {
+// take returns the counts so far (by operation, by partition key) and
+// resets them.
+func (c *counter) take() (map[string]*opCount, map[string]*partCount) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ops, qb, rcu := c.ops, c.queryBytes, c.queryRCU
-	c.ops, c.queryBytes, c.queryRCU = map[string]int64{}, 0, 0
-	return ops, qb, rcu
+	ops, parts := c.ops, c.parts
+	c.ops, c.parts = map[string]*opCount{}, map[string]*partCount{}
+	return ops, parts
+}
+
+// tally is the calls of several hosts over a window, added up.
+type tally struct {
+	window time.Duration
+	ops    map[string]*opCount
+	parts  map[string]*partCount
+}
+
+func newTally(window time.Duration) *tally {
+	return &tally{window: window, ops: map[string]*opCount{}, parts: map[string]*partCount{}}
+}
+
+func (t *tally) add(ops map[string]*opCount, parts map[string]*partCount) {
+	for op, o := range ops {
+		s := t.ops[op]
+		if s == nil {
+			s = &opCount{}
+			t.ops[op] = s
+		}
+		s.calls, s.units, s.bytes = s.calls+o.calls, s.units+o.units, s.bytes+o.bytes
+	}
+	for p, pc := range parts {
+		s := t.parts[p]
+		if s == nil {
+			s = &partCount{}
+			t.parts[p] = s
+		}
+		s.rcu, s.wcu = s.rcu+pc.rcu, s.wcu+pc.wcu
+	}
+}
+
+// sum adds up the operations that read (reads) or write (!reads).
+func (t *tally) sum(reads bool) opCount {
+	var s opCount
+	for op, o := range t.ops {
+		if isCounted(op) && isRead(op) == reads {
+			s.calls, s.units, s.bytes = s.calls+o.calls, s.units+o.units, s.bytes+o.bytes
+		}
+	}
+	return s
+}
+
+// per returns n per second of the window.
+func (t *tally) per(n float64) float64 { return n / t.window.Seconds() }
+
+// hottest returns the partition key of the most read units and the one
+// of the most write units, with their units per second.
+func (t *tally) hottest() (rp string, rcu float64, wp string, wcu float64) {
+	for _, p := range slices.Sorted(maps.Keys(t.parts)) {
+		pc := t.parts[p]
+		if pc.rcu > rcu {
+			rp, rcu = p, pc.rcu
+		}
+		if pc.wcu > wcu {
+			wp, wcu = p, pc.wcu
+		}
+	}
+	return rp, t.per(rcu), wp, t.per(wcu)
+}
+
+// log writes the tally, one line per operation, then the totals and the
+// hottest partition keys.
+func (t *tally) log(tb testing.TB, name string) {
+	tb.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s, over %v:\n", name, t.window)
+	for _, op := range slices.Sorted(maps.Keys(t.ops)) {
+		o := t.ops[op]
+		fmt.Fprintf(&b, "  %-12s %8.2f calls/s %9.2f units/s %9.1f KiB/s of answers\n", op, t.per(float64(o.calls)), t.per(o.units), t.per(float64(o.bytes))/1024)
+	}
+	r, w := t.sum(true), t.sum(false)
+	rp, rcu, wp, wcu := t.hottest()
+	fmt.Fprintf(&b, "  reads  %.2f calls/s, %.2f RCU/s, %.1f KiB/s read; writes %.2f calls/s, %.2f WCU/s\n", t.per(float64(r.calls)), t.per(r.units), t.per(float64(r.bytes))/1024, t.per(float64(w.calls)), t.per(w.units))
+	fmt.Fprintf(&b, "  hottest partition keys: %.2f RCU/s on %q, %.2f WCU/s on %q", rcu, rp, wcu, wp)
+	tb.Log(b.String())
 }
 
 // shardTally is what one shard delivered.
@@ -134,6 +286,12 @@ type benchFleet struct {
 	inspect  *Coordinator
 	keys     []string // a hash key of each shard, in shard order
 	ids      []string
+
+	// delivered, when set, counts the records delivered; seen, when
+	// set, counts the deliveries of each record (shard and sequence
+	// number), under mu.
+	delivered *atomic.Int64
+	seen      map[string]int
 
 	mu     sync.Mutex
 	tally  map[string]*shardTally
@@ -209,7 +367,15 @@ func (r *benchFleet) sink(host string) kinesisload.Sink {
 		t.host, t.last = host, now
 		t.bytes += n
 		t.deliveredBy[host] += int64(len(b.Records))
+		if r.seen != nil {
+			for _, rec := range b.Records {
+				r.seen[b.ShardID+"/"+rec.SequenceNumber]++
+			}
+		}
 		r.mu.Unlock()
+		if r.delivered != nil {
+			r.delivered.Add(int64(len(b.Records)))
+		}
 		return nil
 	})
 }
@@ -330,20 +496,42 @@ func (r *benchFleet) waitFair(start time.Time, hosts []string, limit time.Durati
 // produce puts one record of size bytes into every shard every interval
 // until stop is closed.
 func (r *benchFleet) produce(stop <-chan struct{}, interval time.Duration, size int) *sync.WaitGroup {
+	return r.produceN(stop, interval, 1, size, nil)
+}
+
+// produceRate puts perSecond records of size bytes into every shard each
+// second (in ticks of 100 ms from 10 a second up, else one record a
+// tick) until stop is closed, and counts them in put (if not nil).
+func (r *benchFleet) produceRate(stop <-chan struct{}, perSecond float64, size int, put *atomic.Int64) *sync.WaitGroup {
+	if perSecond >= 10 {
+		return r.produceN(stop, 100*time.Millisecond, int(math.Round(perSecond/10)), size, put)
+	}
+	return r.produceN(stop, time.Duration(float64(time.Second)/perSecond), 1, size, put)
+}
+
+// produceN puts perTick records of size bytes into every shard every
+// interval until stop is closed, and counts them in put (if not nil).
+func (r *benchFleet) produceN(stop <-chan struct{}, interval time.Duration, perTick, size int, put *atomic.Int64) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		data := make([]byte, size)
+		var recs []types.PutRecordsRequestEntry
+		for _, k := range r.keys {
+			for range perTick {
+				recs = append(recs, types.PutRecordsRequestEntry{PartitionKey: aws.String("p"), ExplicitHashKey: aws.String(k), Data: data})
+			}
+		}
 		for {
-			for i := 0; i < len(r.keys); i += 500 {
-				var recs []types.PutRecordsRequestEntry
-				for _, k := range r.keys[i:min(i+500, len(r.keys))] {
-					recs = append(recs, types.PutRecordsRequestEntry{PartitionKey: aws.String("p"), ExplicitHashKey: aws.String(k), Data: data})
-				}
-				if _, err := r.fake.PutRecords(context.Background(), &kinesis.PutRecordsInput{StreamName: aws.String("orders"), Records: recs}); err != nil {
+			for part := range slices.Chunk(recs, 500) {
+				out, err := r.fake.PutRecords(context.Background(), &kinesis.PutRecordsInput{StreamName: aws.String("orders"), Records: part})
+				if err != nil {
 					r.tb.Error(err)
 					return
+				}
+				if put != nil {
+					put.Add(int64(len(part)) - int64(aws.ToInt32(out.FailedRecordCount)))
 				}
 			}
 			select {
@@ -493,86 +681,115 @@ func BenchmarkFleetBalance(b *testing.B) {
 	b.ReportMetric(ratio(kill, lease), "kill-leases")
 }
 
-// BenchmarkFleetCoordinationCost: 4 hosts share -fleet.costshards shards
-// (1,000); once they are balanced, every DynamoDB call of every host is
-// counted for -fleet.window while the stream is idle, then as long while
-// every shard receives a record every 500 ms (each shard commits all the
-// time), with CheckpointInterval -fleet.checkpoint. Reported: writes
-// (PutItem, UpdateItem, DeleteItem) per second, KCL's model with the same
-// settings, their ratio, and the reads: GetItem and Query calls, and the
-// Queries' read capacity units as the emulator computes them (asked for
-// with ReturnConsumedCapacity, which the Coordinator does not set: a
-// strongly consistent read costs one unit per 4 KB of items read) and the
-// bytes of their answers.
+// epochs sums the epochs of the shards in info: its growth over a window
+// is the number of owner changes (lease moves) in it.
+func epochs(info StreamInfo) uint64 {
+	var n uint64
+	for _, sh := range info.Shards {
+		n += sh.Epoch
+	}
+	return n
+}
+
+// BenchmarkFleetCoordinationCost: -fleet.costhosts hosts (4) share
+// -fleet.costshards shards (1,000); once they are balanced, every DynamoDB
+// call of every host is counted for -fleet.window while the stream is
+// idle, then as long while every shard receives -fleet.rate records a
+// second (each shard commits all the time), with CheckpointInterval
+// -fleet.checkpoint (0: the package default). The Loaders list shards at
+// the default interval. Reported, idle and at load, per second: writes
+// (PutItem, UpdateItem, DeleteItem) and their write capacity units,
+// reads (GetItem, Query) with their read capacity units and the bytes of
+// their answers, the units of the hottest partition key, the lease moves
+// (owner changes) in the window, and KCL's model with its ratio to ours;
+// the log has each operation's figures.
 //
-// KCL's model: every lease is renewed (one write) every LeaseDuration/3,
-// and every shard writes a checkpoint once per CheckpointInterval at load
-// (none when idle): shards*3/LeaseDuration + shards/CheckpointInterval.
+// KCL's model: one lease item per shard, each renewed (one write) every
+// LeaseDuration/3, and at load one checkpoint write per shard per
+// -fleet.kclcheckpoint (default: -fleet.checkpoint, or RenewInterval when
+// that is 0: every commit durable within a round, as ours): none when
+// idle. Each of its items is under 1 KB: one write unit per write.
 func BenchmarkFleetCoordinationCost(b *testing.B) {
 	if testing.Short() {
 		b.Skip("-short")
 	}
 	e := emulator.Start(b, emulator.Dynalite)
-	lease, window, ckpt, shards := *benchCostLease, *benchWindow, *benchCheckpoint, *benchShards
-	type phase struct {
-		writes, gets, queries, queryBytes int64
-		queryRCU                          float64
+	lease, window, ckpt, shards, nhosts := *benchCostLease, *benchWindow, *benchCheckpoint, *benchShards, *benchHosts
+	renew := lease / 10 // the default RenewInterval of both versions
+	kclCkpt := *benchKCLCheckpoint
+	if kclCkpt == 0 {
+		kclCkpt = ckpt
 	}
-	var idle, load phase
+	if kclCkpt == 0 {
+		kclCkpt = renew
+	}
+	var idle, load *tally
+	var idleMoves, loadMoves uint64
+	var delivered atomic.Int64
 	for b.Loop() {
-		fake := kinesistest.New(kinesistest.WithoutLimits(), kinesistest.WithShardLimit(shards+10))
+		fake := kinesistest.New(kinesistest.WithoutLimits(), kinesistest.WithShardLimit(shards+10), kinesistest.WithRetention(10*time.Minute))
 		r := newBenchFleet(b, e.Endpoint, fake, shards, Config{LeaseDuration: lease, CheckpointInterval: ckpt},
 			func(c *kinesisload.Config) { c.ListShardsInterval = 0 }) // the default: a Loader also reads the table when it lists
-		hosts := []string{"a", "b", "c", "d"}
-		for _, h := range hosts {
-			r.start(h)
+		r.delivered = &delivered
+		var hosts []string
+		for i := range nhosts {
+			hosts = append(hosts, fmt.Sprintf("h%02d", i))
+			r.start(hosts[i])
 		}
-		r.waitFair(time.Now(), hosts, 10*time.Minute)
-		measure := func() phase {
+		began := time.Now()
+		r.waitFair(began, hosts, 20*time.Minute)
+		b.Logf("%d hosts balanced on %d shards in %v", nhosts, shards, time.Since(began).Round(time.Second))
+		measure := func(name string) (*tally, uint64) {
+			_, before := r.owners()
 			for _, h := range hosts {
 				r.hosts[h].count.take()
 			}
 			time.Sleep(window)
-			var p phase
+			t := newTally(window)
 			for _, h := range hosts {
-				ops, qb, rcu := r.hosts[h].count.take()
-				p.queryRCU += rcu
-				p.writes += ops["PutItem"] + ops["UpdateItem"] + ops["DeleteItem"]
-				p.gets += ops["GetItem"]
-				p.queries += ops["Query"]
-				p.queryBytes += qb
+				t.add(r.hosts[h].count.take())
 			}
-			return p
+			_, after := r.owners()
+			t.log(b, name)
+			return t, epochs(after) - epochs(before)
 		}
-		time.Sleep(ckpt + lease) // the initial positions are written
-		idle = measure()
+		time.Sleep(max(ckpt, renew) + lease) // the initial positions are written
+		idle, idleMoves = measure("idle")
 		stop := make(chan struct{})
-		wg := r.produce(stop, 500*time.Millisecond, 100)
-		time.Sleep(ckpt) // every shard is committing
-		load = measure()
+		wg := r.produceRate(stop, *benchRate, 100, nil)
+		time.Sleep(max(ckpt, lease)) // every shard is committing
+		d0 := delivered.Load()
+		load, loadMoves = measure("load")
+		b.Logf("at load: %.0f records/s delivered (%.0f put)", float64(delivered.Load()-d0)/window.Seconds(), float64(shards)**benchRate)
 		close(stop)
 		wg.Wait()
 		if owned, _ := r.owners(); !fair(owned, hosts, shards) {
 			b.Logf("not balanced at the end of the measure")
 		}
 	}
-	s := window.Seconds()
 	kclIdle := float64(shards) * 3 / lease.Seconds()
-	kclLoad := kclIdle + float64(shards)/ckpt.Seconds()
-	b.ReportMetric(float64(idle.writes)/s, "idle-writes/s")
-	b.ReportMetric(kclIdle, "kcl-idle-writes/s")
-	b.ReportMetric(kclIdle/(float64(idle.writes)/s), "idle-kcl/ours")
-	b.ReportMetric(float64(load.writes)/s, "load-writes/s")
-	b.ReportMetric(kclLoad, "kcl-load-writes/s")
-	b.ReportMetric(kclLoad/(float64(load.writes)/s), "load-kcl/ours")
-	b.ReportMetric(float64(idle.queries)/s, "idle-queries/s")
-	b.ReportMetric(float64(idle.queryBytes)/s/1024, "idle-query-KiB/s")
-	b.ReportMetric(idle.queryRCU/s, "idle-query-RCU/s")
-	b.ReportMetric(float64(idle.gets)/s, "idle-getitems/s")
-	b.ReportMetric(float64(load.queries)/s, "load-queries/s")
-	b.ReportMetric(float64(load.queryBytes)/s/1024, "load-query-KiB/s")
-	b.ReportMetric(load.queryRCU/s, "load-query-RCU/s")
-	b.ReportMetric(float64(load.gets)/s, "load-getitems/s")
+	kclLoad := kclIdle + float64(shards)/kclCkpt.Seconds()
+	b.Logf("KCL's model: %.0f writes/s idle, %.0f at load (renewals every %v, a checkpoint per shard every %v)", kclIdle, kclLoad, lease/3, kclCkpt)
+	for _, p := range []struct {
+		name  string
+		t     *tally
+		moves uint64
+		kcl   float64
+	}{{"idle", idle, idleMoves, kclIdle}, {"load", load, loadMoves, kclLoad}} {
+		w, rd := p.t.sum(false), p.t.sum(true)
+		_, rcu, _, wcu := p.t.hottest()
+		writes := p.t.per(float64(w.calls))
+		b.ReportMetric(writes, p.name+"-writes/s")
+		b.ReportMetric(p.t.per(w.units), p.name+"-WCU/s")
+		b.ReportMetric(p.t.per(float64(rd.calls)), p.name+"-reads/s")
+		b.ReportMetric(p.t.per(rd.units), p.name+"-RCU/s")
+		b.ReportMetric(p.t.per(float64(rd.bytes))/1024, p.name+"-read-KiB/s")
+		b.ReportMetric(rcu, p.name+"-hot-key-RCU/s")
+		b.ReportMetric(wcu, p.name+"-hot-key-WCU/s")
+		b.ReportMetric(p.t.per(float64(p.moves)), p.name+"-moves/s")
+		b.ReportMetric(p.kcl, p.name+"-kcl-writes/s")
+		b.ReportMetric(p.kcl/writes, p.name+"-kcl/ours")
+	}
 }
 
 // BenchmarkFleetThroughput: 16 shards of the fake with the real read

@@ -470,7 +470,9 @@ func (m *member) Leave(ctx context.Context) error {
 	m.cancel()
 	close(m.quit)
 	m.wg.Wait()
-	// A round in progress (manual rounds) ends before we go on.
+	// A round in progress (manual rounds) ends before we go on: taking
+	// each round's lock waits for it (a round that starts after sees
+	// m.left and does nothing).
 	m.ballMu.Lock()
 	//lint:ignore SA2001 the lock is taken only to wait for a balance in progress
 	m.ballMu.Unlock()
