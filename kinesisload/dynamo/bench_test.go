@@ -49,7 +49,10 @@ var (
 		"records per second put into every shard at load in the coordination-cost benchmark (and the small fleet's)")
 	benchKCLCheckpoint = flag.Duration("fleet.kclcheckpoint", 0,
 		"the checkpoint interval of KCL's model at load (0: -fleet.checkpoint, or RenewInterval when that is 0)")
-	benchMiB = flag.Int("fleet.mib", 4, "MiB of backlog per shard of the throughput benchmark")
+	benchSmallRate       = flag.Float64("fleet.smallrate", 10, "records per second put into every shard of the small fleet")
+	benchSmallWindow     = flag.Duration("fleet.smallwindow", time.Minute, "how long the small fleet's calls are counted")
+	benchSmallCheckpoint = flag.Duration("fleet.smallcheckpoint", 0, "CheckpointInterval of the small fleet (0: the package default)")
+	benchMiB             = flag.Int("fleet.mib", 4, "MiB of backlog per shard of the throughput benchmark")
 )
 
 // counter is an http.RoundTripper in front of one host's DynamoDB client
@@ -175,6 +178,14 @@ func (c *counter) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	c.mu.Unlock()
 	return resp, err
+}
+
+// get returns o, or zero counts for nil.
+func (o *opCount) get() opCount {
+	if o == nil {
+		return opCount{}
+	}
+	return *o
 }
 
 // take returns the counts so far (by operation, by partition key) and
@@ -313,7 +324,9 @@ func newBenchFleet(tb testing.TB, endpoint string, fake *kinesistest.Fake, shard
 	kinesistest.NewStream(tb, fake, "orders", shards)
 	r := &benchFleet{tb: tb, fake: fake, endpoint: endpoint, table: fmt.Sprintf("tidemark-bench-%d", tableSeq.Add(1)), cfg: cfg, loader: loader,
 		tally: map[string]*shardTally{}, hosts: map[string]*benchHost{}, closed: map[string]bool{}}
-	cfg.Table, cfg.HostID, cfg.CreateTable = r.table, "inspector", true
+	// The inspector's calls may wait: an emulator that the hosts keep
+	// busy answers slowly.
+	cfg.Table, cfg.HostID, cfg.CreateTable, cfg.CallTimeout = r.table, "inspector", true, 30*time.Second
 	insp, err := New(newClient(endpoint, newFaults()), cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -383,6 +396,10 @@ func (r *benchFleet) sink(host string) kinesisload.Sink {
 func (r *benchFleet) start(host string) {
 	r.tb.Helper()
 	f := newFaults()
+	// As many idle connections as the SDK's default client keeps (2,
+	// the net/http default, makes a busy host dial a connection for
+	// most calls).
+	f.base.(*http.Transport).MaxIdleConnsPerHost = 10
 	cnt := newCounter(f)
 	cfg := r.cfg
 	cfg.Table, cfg.CreateTable, cfg.HostID = r.table, true, host
@@ -444,9 +461,13 @@ func (r *benchFleet) kill(host string) {
 // owners reads the table: the shards each host owns.
 func (r *benchFleet) owners() (map[string][]string, StreamInfo) {
 	r.tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	info, err := r.inspect.Inspect(ctx, "orders")
+	for err != nil && ctx.Err() == nil {
+		time.Sleep(time.Second)
+		info, err = r.inspect.Inspect(ctx, "orders")
+	}
 	if err != nil {
 		r.tb.Fatal(err)
 	}
@@ -784,12 +805,121 @@ func BenchmarkFleetCoordinationCost(b *testing.B) {
 		b.ReportMetric(p.t.per(float64(rd.calls)), p.name+"-reads/s")
 		b.ReportMetric(p.t.per(rd.units), p.name+"-RCU/s")
 		b.ReportMetric(p.t.per(float64(rd.bytes))/1024, p.name+"-read-KiB/s")
+		b.ReportMetric(p.t.per(float64(rd.bytes+w.bytes))/1024, p.name+"-answers-KiB/s")
 		b.ReportMetric(rcu, p.name+"-hot-key-RCU/s")
 		b.ReportMetric(wcu, p.name+"-hot-key-WCU/s")
 		b.ReportMetric(p.t.per(float64(p.moves)), p.name+"-moves/s")
 		b.ReportMetric(p.kcl, p.name+"-kcl-writes/s")
 		b.ReportMetric(p.kcl/writes, p.name+"-kcl/ours")
 	}
+}
+
+// BenchmarkFleetSmall: the small fleet issue 19 compares with other
+// consumers: 3 hosts, 12 shards, -fleet.smallrate records (100 bytes) a
+// second into every shard from the start, every default of the Loader
+// and of the coordinator (CheckpointInterval -fleet.smallcheckpoint, 0:
+// the default). Once the hosts are balanced, every DynamoDB call is
+// counted for -fleet.smallwindow (a minute). Then one host is killed
+// with records flowing (its DynamoDB calls fail from then on, its Run is
+// cancelled without Close: no Leave, no Release); production goes on for
+// 3 lease durations, and once every record put has been delivered, the
+// records delivered more than once (duplicates at a plain Sink) are
+// counted. Reported: writes, reads (GetItem and Query) and KB read
+// (their answers) per minute, the write and read units per minute, and
+// the duplicates after the kill, also as seconds of the killed host's
+// records (duplicates / (its shards x the rate)).
+func BenchmarkFleetSmall(b *testing.B) {
+	if testing.Short() {
+		b.Skip("-short")
+	}
+	e := emulator.Start(b, emulator.Dynalite)
+	const shards = 12
+	rate, window := *benchSmallRate, *benchSmallWindow
+	var t *tally
+	var dupsBefore, dupsAfter, victimShards int
+	var recovered time.Duration
+	for b.Loop() {
+		var delivered, put atomic.Int64
+		r := newBenchFleet(b, e.Endpoint, kinesistest.New(kinesistest.WithoutLimits()), shards, Config{CheckpointInterval: *benchSmallCheckpoint},
+			func(c *kinesisload.Config) { c.IdleWait, c.ListShardsInterval = 0, 0 }) // the defaults
+		r.delivered, r.seen = &delivered, map[string]int{}
+		lease := DefaultLeaseDuration
+		stop := make(chan struct{})
+		wg := r.produceRate(stop, rate, 100, &put)
+		hosts := []string{"a", "b", "c"}
+		for _, h := range hosts {
+			r.start(h)
+		}
+		r.waitFair(time.Now(), hosts, 10*time.Minute)
+		time.Sleep(lease)
+		for _, h := range hosts {
+			r.hosts[h].count.take()
+		}
+		time.Sleep(window)
+		t = newTally(window)
+		for _, h := range hosts {
+			t.add(r.hosts[h].count.take())
+		}
+		t.log(b, "3 hosts, 12 shards")
+		dups := func() int {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			n := 0
+			for _, c := range r.seen {
+				n += c - 1
+			}
+			return n
+		}
+		owned, _ := r.owners()
+		victim := owned["b"]
+		victimShards = len(victim)
+		dupsBefore = dups()
+		killed := time.Now()
+		r.kill("b")
+		time.Sleep(3 * lease)
+		close(stop)
+		wg.Wait()
+		for {
+			r.mu.Lock()
+			n := len(r.seen)
+			r.mu.Unlock()
+			if int64(n) == put.Load() {
+				break
+			}
+			if time.Since(killed) > 5*time.Minute {
+				b.Fatalf("%d of %d records put never delivered", put.Load()-int64(n), put.Load())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		dupsAfter = dups() - dupsBefore
+		// The last of the killed host's shards to deliver again.
+		recovered = 0
+		r.mu.Lock()
+		for _, id := range victim {
+			var first time.Time
+			for h, at := range r.tally[id].byHost {
+				if h != "b" && at.After(killed) && (first.IsZero() || at.Before(first)) {
+					first = at
+				}
+			}
+			recovered = max(recovered, first.Sub(killed))
+		}
+		r.mu.Unlock()
+		b.Logf("killed b holding %d shards: %d records delivered twice after the kill (%d before it), of %d put; its shards delivered again within %v",
+			len(victim), dupsAfter, dupsBefore, put.Load(), recovered.Round(10*time.Millisecond))
+	}
+	perMin := func(n float64) float64 { return n / window.Minutes() }
+	w, rd := t.sum(false), t.sum(true)
+	b.ReportMetric(perMin(float64(w.calls)), "writes/min")
+	b.ReportMetric(perMin(w.units), "WCU/min")
+	b.ReportMetric(perMin(float64(rd.calls)), "reads/min")
+	b.ReportMetric(perMin(float64(t.ops["Query"].get().calls)), "queries/min")
+	b.ReportMetric(perMin(rd.units), "RCU/min")
+	b.ReportMetric(perMin(float64(rd.bytes))/1000, "KB-read/min")
+	b.ReportMetric(perMin(float64(rd.bytes+w.bytes))/1000, "KB-answers/min")
+	b.ReportMetric(float64(dupsAfter), "dups-after-kill")
+	b.ReportMetric(float64(dupsAfter)/(float64(victimShards)*rate), "dups-seconds")
+	b.ReportMetric(recovered.Seconds(), "failover-s")
 }
 
 // BenchmarkFleetThroughput: 16 shards of the fake with the real read
