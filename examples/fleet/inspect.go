@@ -70,9 +70,12 @@ func inspectMain(ctx context.Context, stdout io.Writer, args []string) error {
 	return nil
 }
 
-// printTable prints a stream's items: the stream, then one row per shard
-// (owner, epoch, handoff, state, position, parents) and one per host, and
-// a line per generation archived by a start-over of a re-created stream.
+// printTable prints a stream's items: the stream (its T0 when LATEST was
+// resolved), then one row per shard (owner, epoch, handoff, state, the
+// position its owner committed last, parents) and one per host of the
+// roster (heartbeat counter, changes, left, and the load it published
+// when balancing by throughput), and a line per generation archived by a
+// start-over of a re-created stream.
 func printTable(out *printer, info dynamo.StreamInfo) {
 	var b strings.Builder
 	init := "not yet"
@@ -82,6 +85,9 @@ func printTable(out *printer, info dynamo.StreamInfo) {
 	fmt.Fprintf(&b, "   stream %s (created %s); initialisation %s", orNone(info.Identity.ARN), info.Identity.Created.UTC().Format("2006-01-02 15:04:05"), init)
 	if info.InitLockOwner != "" {
 		fmt.Fprintf(&b, " (by %s)", info.InitLockOwner)
+	}
+	if !info.StartTime.IsZero() {
+		fmt.Fprintf(&b, "; LATEST resolved at T0 %s", info.StartTime.UTC().Format("2006-01-02 15:04:05.000"))
 	}
 	if info.Generation > 0 {
 		fmt.Fprintf(&b, "; generation %d", info.Generation)
@@ -104,10 +110,26 @@ func printTable(out *printer, info dynamo.StreamInfo) {
 		fmt.Fprintf(tw, "   %s\t%s\t%d\t%s\t%v\t%s\t%s\n", id, orNone(sh.Owner), sh.Epoch, orNone(sh.HandoffTo), sh.Progress.State,
 			position(sh.Progress.Position.String()), orNone(strings.Join(sh.Progress.Parents, " ")))
 	}
-	fmt.Fprintln(tw, "   HOST\tHEARTBEAT\tLEFT")
+	// The roster: each host's heartbeat counter (it moves once a round
+	// while the host lives), its changes to the table (each makes every
+	// host read the stream's items again), and, when the hosts balance by
+	// throughput, the load it published.
+	byLoad := false
+	for _, h := range info.Hosts {
+		byLoad = byLoad || h.Load > 0
+	}
+	if byLoad {
+		fmt.Fprintln(tw, "   HOST\tHEARTBEAT\tCHANGES\tLEFT\tLOAD (B/s)")
+	} else {
+		fmt.Fprintln(tw, "   HOST\tHEARTBEAT\tCHANGES\tLEFT")
+	}
 	for _, id := range slices.Sorted(maps.Keys(info.Hosts)) {
 		h := info.Hosts[id]
-		fmt.Fprintf(tw, "   %s\t%d\t%v\n", id, h.Counter, h.Left)
+		if byLoad {
+			fmt.Fprintf(tw, "   %s\t%d\t%d\t%v\t%.0f\n", id, h.Counter, h.Changes, h.Left, h.Load)
+		} else {
+			fmt.Fprintf(tw, "   %s\t%d\t%d\t%v\n", id, h.Counter, h.Changes, h.Left)
+		}
 	}
 	_ = tw.Flush()
 	out.printf("%s", b.String())

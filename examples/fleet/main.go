@@ -21,12 +21,13 @@
 //	-v           show the Loaders' own logs
 //
 // The inspect subcommand prints a fleet's table (owners, epochs, positions,
-// lineage, heartbeats) for a stream, from any DynamoDB:
+// lineage, the roster of heartbeats) for a stream, from any DynamoDB:
 //
 //	go run ./examples/fleet inspect -table orders-loader -stream orders
 //
-// It reads the table with one consistent Query (dynamo's Coordinator.Inspect)
-// and writes nothing. The AWS configuration comes from the environment and
+// It reads the table with consistent reads (dynamo's Coordinator.Inspect:
+// the identity item, the stream's items, and the positions of each host
+// that owns shards) and writes nothing. The AWS configuration comes from the environment and
 // the shared files; -endpoint URL reads a DynamoDB at URL instead (e.g.
 // dynalite), with dummy credentials when there are none.
 package main
