@@ -185,9 +185,12 @@ func modelFleet(tb testing.TB, stream string, shards, hosts int) *fleet.MemoryTa
 // The stream's partition key: every host's heartbeat (one UpdateItem of
 // the roster a second: the roster's size in 1 KB units), and the reads of
 // the whole partition (a strongly consistent Query: its items' size in
-// 4 KB units): every host's ResyncInterval read and its Loader's read
-// when it lists shards, and, after any change (a lease moved, a state
-// advanced, a shard added or pruned), one by every host at its next round.
+// 4 KB units): one by every host each 30 s (its Loader reads the
+// partition when it lists shards, and that read also restarts the
+// ResyncInterval of its rounds, so the two coincide: measured so on
+// dynalite; were they out of phase, twice that), and, after any change (a
+// lease moved, a state advanced, a shard added or pruned), at least one
+// by every host at its next round.
 // Each host's positions partition key: one PutItem of its chunk a second
 // at load (its size in 1 KB units).
 func BenchmarkFleetCostModel(b *testing.B) {
@@ -239,7 +242,7 @@ func BenchmarkFleetCostModel(b *testing.B) {
 	h := float64(hosts)
 	readRCU := float64(ceilDiv(partBytes, 4096))                    // one Query of the stream's partition
 	beatWCU := float64(ceilDiv(max(rosterBytes, agedRoster), 1024)) // one heartbeat
-	steadyRCU := h * (1/resync + 1/list) * readRCU                  // idle or at load, nothing changing
+	steadyRCU := h / min(resync, list) * readRCU                    // idle or at load, nothing changing
 	steadyWCU := h / renew * beatWCU                                // the heartbeats
 	changeRCU := h * readRCU                                        // every host reads at least once after a change
 	chunkWCU := float64(ceilDiv(maxChunk, 1024)) / renew            // a host's positions at load
