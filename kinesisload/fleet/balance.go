@@ -706,8 +706,9 @@ func (m *member) update(ctx context.Context, id string, was *shardItem, mutate f
 
 // collect removes the roster entries and the positions of hosts that left
 // or died long ago and own nothing (no shard item names them, and they
-// hold no initialisation lock), and the heartbeat items of hosts of an
-// older version that stood still as long. At most a few per round.
+// hold no initialisation lock). At most a few per round. The heartbeat
+// items of hosts of an older version ("host#<id>") are left as they are:
+// they are only read, for observeOld's warning.
 func (m *member) collect(shards map[string]*shardItem, now time.Time) {
 	owns := map[string]bool{}
 	for _, s := range shards {
