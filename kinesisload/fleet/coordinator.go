@@ -87,7 +87,7 @@ func (c *Coordinator) Join(ctx context.Context, stream string) (kinesisload.Memb
 	m := &member{c: c, stream: stream, me: c.cfg.HostID, ctx: bg, cancel: cancel,
 		held: map[string]*lease{}, unsure: map[string]uint64{}, seen: map[string]seen{}, offer: map[string]bool{},
 		tried: map[uint64]time.Time{}, warned: map[string]bool{}, oldHosts: map[string]uint64{}, hinted: map[string]bool{}, orphans: map[string]posEntry{},
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), rounds: make(chan struct{}), needRead: true}
+		wake: make(chan struct{}, 1), kick: make(chan struct{}, 1), quit: make(chan struct{}), rounds: make(chan struct{}), needRead: true}
 	var began time.Time
 	for attempt := 0; ; attempt++ {
 		ii, err := m.readIdentity(ctx)
@@ -167,6 +167,8 @@ type member struct {
 	quit   chan struct{}
 	wg     sync.WaitGroup
 	wake   chan struct{}
+	// kick starts a balance round: sent after every heartbeat.
+	kick chan struct{}
 	// beatMu and ballMu are held across calls of the table, so they are
 	// waitlock mutexes (a simulation's clock moves while one waits).
 	beatMu waitlock.Mutex // one write of our roster entry at a time; the flushes
@@ -254,16 +256,28 @@ func (m *member) beatLoop() {
 	}
 }
 
+// balanceLoop runs a balance round after every heartbeat (see kick), on
+// a goroutine of its own so that a slow round (a read of a big partition)
+// never delays a heartbeat: it balances with what the heartbeat's answer
+// just told, so that a change another host made is read in the round of
+// the heartbeat that told it, not a round later. A round still running
+// when the next heartbeat ends is followed by one more, not a backlog.
 func (m *member) balanceLoop() {
-	t := time.NewTicker(m.c.cfg.RenewInterval)
-	defer t.Stop()
 	for {
 		select {
-		case <-t.C:
+		case <-m.kick:
 			m.balance()
 		case <-m.quit:
 			return
 		}
+	}
+}
+
+// kickBalance asks for a balance round (see balanceLoop).
+func (m *member) kickBalance() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
 	}
 }
 

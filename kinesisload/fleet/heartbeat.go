@@ -72,8 +72,8 @@ func (m *member) register(ctx context.Context) error {
 // beat writes our roster entry with the next counter, on condition that
 // the entry is the one we last wrote (a write whose answer was lost is
 // read back), observes every other host's entry in the answer, fences
-// the host when no beat landed for too long, and writes the positions
-// when they are due.
+// the host when no beat landed for too long, starts a balance round, and
+// writes the positions when they are due.
 func (m *member) beat() {
 	m.beatMu.Lock()
 	defer m.beatMu.Unlock()
@@ -101,6 +101,7 @@ func (m *member) beat() {
 	m.mu.Lock()
 	m.checkFence()
 	m.mu.Unlock()
+	m.kickBalance() // with what this answer told, beside the positions' write
 	m.flush(false)
 	m.keepLock()
 }
