@@ -353,16 +353,22 @@ func (m *member) decide() {
 		}
 		return 0
 	})
-	took := false
+	took, landed := false, false
 	chunks := map[string]map[string]posEntry{} // positions of dead owners, read once a round
 	for _, id := range candidates {
 		if mine >= target && shards[id].handoff != m.me {
 			break
 		}
-		if m.take(shards[id], committed, chunks) {
+		granted, wrote := m.take(shards[id], committed, chunks)
+		if granted {
 			mine++
 			took = true
 		}
+		landed = landed || wrote
+	}
+	if landed {
+		// One write of our roster entry tells every take of the round.
+		m.changed()
 	}
 	if m.steal != "" {
 		m.mu.Lock()
@@ -484,8 +490,10 @@ func (m *member) positionsOf(ctx context.Context, host string) (map[string]posEn
 // taken for dead, it first reads that host's positions (chunks caches
 // them for the round): the position it committed under that epoch is
 // further than the item's, which has only its last release or state
-// change. A write whose outcome is unknown is read back.
-func (m *member) take(was *shardItem, committed string, chunks map[string]map[string]posEntry) bool {
+// change. A write whose outcome is unknown is read back. It reports
+// whether a lease was granted, and whether the take landed in the table:
+// the caller then records the change (once for all the round's takes).
+func (m *member) take(was *shardItem, committed string, chunks map[string]map[string]posEntry) (granted, landed bool) {
 	p := was.visible(committed)
 	if was.owner != "" {
 		entries, ok := chunks[was.owner]
@@ -498,7 +506,7 @@ func (m *member) take(was *shardItem, committed string, chunks map[string]map[st
 				if fatal(err) {
 					m.fail("reading a host's positions", err)
 				}
-				return false // its position is not known: not now
+				return false, false // its position is not known: not now
 			}
 			chunks[was.owner] = entries
 		}
@@ -523,12 +531,12 @@ func (m *member) take(was *shardItem, committed string, chunks map[string]map[st
 			m.unsure[was.id] = next.epoch // it may have landed
 			m.needRead = true
 			m.mu.Unlock()
-			return false
+			return false, false
 		}
 		s, derr := decodeShard(got)
 		if derr != nil {
 			m.fail("reading a shard item", derr)
-			return false
+			return false, false
 		}
 		if !s.exists() || s.owner != m.me || s.epoch != next.epoch {
 			m.mu.Lock()
@@ -537,18 +545,18 @@ func (m *member) take(was *shardItem, committed string, chunks map[string]map[st
 			}
 			m.needRead = true
 			m.mu.Unlock()
-			return false
+			return false, false
 		}
 		stored, err = got, nil
 	}
 	if err != nil {
 		m.fail("taking a shard", err)
-		return false
+		return false, false
 	}
 	now, derr := decodeShard(stored)
 	if derr != nil {
 		m.fail("reading a shard item", derr)
-		return false
+		return false, false
 	}
 	m.mu.Lock()
 	m.setShard(was.id, now)
@@ -557,12 +565,10 @@ func (m *member) take(was *shardItem, committed string, chunks map[string]map[st
 		// host's expires, or it takes it again).
 		m.unsure[was.id] = now.epoch
 		m.mu.Unlock()
-		m.changed()
-		return false
+		return false, true
 	}
 	delete(m.unsure, was.id)
-	granted := now.visible(committed)
-	l := newLease(m, was.id, now.epoch, granted, m.acquireReason(was))
+	l := newLease(m, was.id, now.epoch, now.visible(committed), m.acquireReason(was))
 	if r := was.rate; r > 0 {
 		l.meter.Seed(r)
 	} else if e, ok := chunks[was.owner][was.id]; ok && e.rate > 0 {
@@ -572,8 +578,7 @@ func (m *member) take(was *shardItem, committed string, chunks map[string]map[st
 	m.granted = append(m.granted, l)
 	m.dirty = true // its position, under our epoch, with the next beat
 	m.mu.Unlock()
-	m.changed()
-	return true
+	return true, true
 }
 
 // acquireReason says why a shard whose item was as in was is taken by m.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,4 +161,74 @@ func TestAHostReadsAChangeInTheRoundOfTheHeartbeatThatToldIt(t *testing.T) {
 		t.Fatalf("y's heartbeats showed %d of x's %d changes", seen, changes)
 	}
 	t.Logf("%d of %d changes read a round late; y's calls: %v", late, seen, events)
+}
+
+// rosterWrites is a Table that counts the writes of the roster.
+type rosterWrites struct {
+	fleet.Table
+	mu sync.Mutex
+	n  int
+}
+
+func (r *rosterWrites) SetEntry(ctx context.Context, partition, key, field, entry, old, value string) (fleet.Item, error) {
+	if key == "roster" {
+		r.mu.Lock()
+		r.n++
+		r.mu.Unlock()
+	}
+	return r.Table.SetEntry(ctx, partition, key, field, entry, old, value)
+}
+
+func (r *rosterWrites) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
+}
+
+// A round that takes many shards tells the other hosts once: its takes
+// are followed by one write of its roster entry, not one each. (A host
+// taking the 8 shards of a dead host made 8 roster writes, one after each
+// take and before its Loader could start any of them: failover took 1.18
+// lease durations on dynalite where the version before took 1.08.)
+func TestARoundThatTakesManyShardsWritesTheRosterOnce(t *testing.T) {
+	ctx := context.Background()
+	table := &rosterWrites{Table: fleet.NewMemoryTable()}
+	var now atomic.Int64
+	c, err := fleet.New(table, fleet.Config{HostID: "a", ManualRounds: true, Logger: slog.New(slog.DiscardHandler),
+		Clock: func() time.Time { return start.Add(time.Duration(now.Load())) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Join(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = m.Leave(ctx) }()
+	var ids []string
+	var ups []kinesisload.ShardProgress
+	for i := range 10 {
+		ids = append(ids, fmt.Sprintf("shard-%02d", i))
+		ups = append(ups, kinesisload.ShardProgress{ShardID: ids[i], State: kinesisload.StateActive, Position: scan.TrimHorizon()})
+	}
+	if err := m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error { return st.Save(ctx, "s", ups) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Acquire(ctx, ids); err != nil { // offers every shard
+		t.Fatal(err)
+	}
+	before := table.count()
+	now.Add(int64(time.Second))
+	c.Round()
+	writes := table.count() - before
+	ls, err := m.Acquire(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 10 {
+		t.Fatalf("the round granted %d of 10 shards", len(ls))
+	}
+	// The heartbeat, and one write telling the takes.
+	if writes != 2 {
+		t.Errorf("a round that took 10 shards wrote the roster %d times, want 2 (the heartbeat, then the takes told once)", writes)
+	}
 }
