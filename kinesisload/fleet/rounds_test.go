@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tidemark/tidemark/kinesisload"
@@ -83,6 +84,12 @@ func (c *callLog) Query(ctx context.Context, partition string) ([]fleet.Item, er
 // shards took 3.3 lease durations on dynalite, 2.2 before the rounds were
 // split in two items).
 func TestAHostReadsAChangeInTheRoundOfTheHeartbeatThatToldIt(t *testing.T) {
+	// In a bubble: the rounds' tickers and the heartbeats' latency run on
+	// its clock, so a busy machine does not reorder them.
+	synctest.Test(t, testAHostReadsAChangeInTheRoundOfTheHeartbeatThatToldIt)
+}
+
+func testAHostReadsAChangeInTheRoundOfTheHeartbeatThatToldIt(t *testing.T) {
 	ctx := context.Background()
 	mem := fleet.NewMemoryTable()
 	cfg := fleet.Config{LeaseDuration: 5 * time.Second, RenewInterval: 50 * time.Millisecond, ResyncInterval: time.Hour,
