@@ -255,10 +255,6 @@ func (w *world) checkExactlyOnce() {
 func (w *world) checkOrder() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	type key struct {
-		gen   int
-		shard string
-	}
 	if w.spec.Transactional {
 		w.mu.Unlock()
 		shards := w.mem.Shards(stream)
