@@ -9,8 +9,8 @@ require (
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9
 	github.com/aws/aws-sdk-go-v2/service/kinesis v1.56.13
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/tidemark/tidemark v0.0.0-00010101000000-000000000000
-	github.com/tidemark/tidemark/kinesisload/pgsink v0.0.0-00010101000000-000000000000
+	github.com/tidemark/tidemark v0.1.0
+	github.com/tidemark/tidemark/kinesisload/pgsink v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -32,9 +32,4 @@ require (
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-)
-
-replace (
-	github.com/tidemark/tidemark => ../..
-	github.com/tidemark/tidemark/kinesisload/pgsink => ../../kinesisload/pgsink
 )

@@ -6,7 +6,7 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/kinesis v1.56.13
 	github.com/google/go-cmp v0.7.0
-	github.com/tidemark/tidemark v0.0.0-00010101000000-000000000000
+	github.com/tidemark/tidemark v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
@@ -40,5 +40,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/tidemark/tidemark => ../..

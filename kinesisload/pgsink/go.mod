@@ -7,7 +7,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/kinesis v1.56.13
 	github.com/google/go-cmp v0.7.0
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/tidemark/tidemark v0.0.0-00010101000000-000000000000
+	github.com/tidemark/tidemark v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -33,5 +33,3 @@ require (
 	golang.org/x/text v0.41.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/tidemark/tidemark => ../..
