@@ -5,9 +5,12 @@
 # emulators (scripts/install-emulators.sh), then for every Go module in the
 # repository (the root and any sub-module with its own go.mod, e.g. under
 # examples/) runs go vet, staticcheck and go test -race; gofmt -l must print
-# nothing. The Go tests start and stop the emulators themselves
-# (internal/emulator); this script starts no daemon, and on exit kills any
-# emulator still running from this checkout's cache as a safety net.
+# nothing. The modules build from their directories through go.work; the
+# module proxy check (scripts/proxycheck.sh) builds a user of the published
+# modules from outside the repository, as after a release. The Go tests
+# start and stop the emulators themselves (internal/emulator); this script
+# starts no daemon, and on exit kills any emulator still running from this
+# checkout's cache as a safety net.
 #
 # Every step runs even after a failure; the summary at the end lists them
 # all, and the exit status is non-zero if any failed.
@@ -100,6 +103,9 @@ main() {
 	# PostgreSQL programs for kinesisload/pgsink and examples/postgres (their tests start their own servers).
 	step "install postgresql" bash scripts/postgres.sh
 	step "gofmt -l" gofmt_clean
+	# A user of the core, dynamo and kotel built outside the repository from
+	# a local module proxy of it: no workspace, no replace (docs/releasing.md).
+	step "module proxy check" bash scripts/proxycheck.sh
 
 	# Every module: the root first, then sub-modules in a stable order.
 	local modules mod label
