@@ -38,6 +38,10 @@ modproxy_start() {
 	modproxy_env=(
 		GOWORK=off
 		GOFLAGS=-modcacherw
+		# The go command indexes a module version's packages in the build
+		# cache once, as versions never change; the served ones do between
+		# runs (a file added), so the index is off.
+		GODEBUG=goindex=0
 		GOMODCACHE="$modproxy_cache/modcache"
 		GOPROXY="file://$tmp/proxy,file://$(go env GOMODCACHE)/cache/download,$(go env GOPROXY)"
 		GONOSUMDB="github.com/tidemark${nosumdb:+,$nosumdb}"
