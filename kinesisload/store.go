@@ -88,6 +88,13 @@ type JournalStore struct {
 	streams map[string]map[string]ShardProgress
 	meta    map[string]*streamMeta
 	starts  map[string]time.Time // pending T0 by stream; see StartStore
+	// rewinds holds the last rewind of each shard, by stream (see
+	// rewind.go).
+	rewinds map[string]map[string]Rewind
+	// excl is held shared by every write and exclusively by a Rewind,
+	// so that a rewind, which replaces positions, is never applied in
+	// another order than the journal's.
+	excl sync.RWMutex
 	// applied holds the indexes applied above done: every index <= done
 	// is applied, so a snapshot at done covers exactly what it says.
 	done     uint64
@@ -136,6 +143,11 @@ type storeRecord struct {
 	// T0 existed have neither, and load as before.
 	T0     *time.Time `json:"t0,omitempty"`
 	T0Done bool       `json:"t0done,omitempty"`
+	// Rewinds replace the positions of their shards (JournalStore.Rewind);
+	// RewindAcks clear their SinkPending. Journals written before rewinds
+	// existed have neither.
+	Rewinds    []Rewind    `json:"rewinds,omitempty"`
+	RewindAcks []rewindAck `json:"rewind_acks,omitempty"`
 }
 
 // streamMeta is what a JournalStore keeps of a stream besides its
@@ -152,6 +164,7 @@ type storeSnapshot struct {
 	Streams map[string]map[string]ShardProgress `json:"streams"`
 	Meta    map[string]*streamMeta              `json:"meta,omitempty"`
 	Starts  map[string]time.Time                `json:"t0,omitempty"`
+	Rewinds map[string]map[string]Rewind        `json:"rewinds,omitempty"`
 }
 
 // NewJournalStore replays j into memory and returns a store that saves into
@@ -173,7 +186,7 @@ func NewJournalStore(ctx context.Context, j journal.Journal, snapshotEvery uint6
 // state only when it succeeds. Called with no Save in flight: at
 // construction, and by a resync under s.mu.
 func (s *JournalStore) replay(ctx context.Context) error {
-	fresh := &JournalStore{streams: map[string]map[string]ShardProgress{}, meta: map[string]*streamMeta{}, starts: map[string]time.Time{}}
+	fresh := &JournalStore{streams: map[string]map[string]ShardProgress{}, meta: map[string]*streamMeta{}, starts: map[string]time.Time{}, rewinds: map[string]map[string]Rewind{}}
 	// Parts of batches whose commit has not been replayed yet; those
 	// never committed are dropped at the end.
 	parts := map[string][]storeRecord{}
@@ -194,6 +207,8 @@ func (s *JournalStore) replay(ctx context.Context) error {
 			}
 			fresh.starts = map[string]time.Time{}
 			maps.Copy(fresh.starts, snap.Starts)
+			fresh.rewinds = map[string]map[string]Rewind{}
+			maps.Copy(fresh.rewinds, snap.Rewinds)
 			fresh.lastSnap = e.Index
 		} else {
 			var rec storeRecord
@@ -210,7 +225,7 @@ func (s *JournalStore) replay(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kinesisload: replaying the journal: %w", err)
 	}
-	s.streams, s.meta, s.starts, s.done, s.lastSnap, s.applied = fresh.streams, fresh.meta, fresh.starts, fresh.done, fresh.lastSnap, map[uint64]bool{}
+	s.streams, s.meta, s.starts, s.rewinds, s.done, s.lastSnap, s.applied = fresh.streams, fresh.meta, fresh.starts, fresh.rewinds, fresh.done, fresh.lastSnap, map[uint64]bool{}
 	return nil
 }
 
@@ -230,6 +245,7 @@ func (s *JournalStore) apply(rec storeRecord) {
 		m.Identity = *rec.Identity
 		shards = map[string]ShardProgress{}
 		s.streams[rec.Stream] = shards
+		delete(s.rewinds, rec.Stream) // the old stream's, archived with it
 		// The new stream arrived wholly after the first Run's T0: its
 		// start-up resolves at StartOverT0 (LATEST is its beginning).
 		s.starts[rec.Stream] = StartOverT0(*rec.Identity)
@@ -252,6 +268,7 @@ func (s *JournalStore) apply(rec storeRecord) {
 	for _, id := range rec.Prune {
 		delete(shards, id)
 	}
+	s.applyRewinds(rec, shards, gen)
 	switch _, pending := s.starts[rec.Stream]; {
 	case rec.T0Done:
 		delete(s.starts, rec.Stream)
@@ -321,6 +338,14 @@ func (s *JournalStore) gen(stream string) int {
 // write makes rec durable, as one record or as parts and a commit, applies
 // it to the state and takes a snapshot when one is due.
 func (s *JournalStore) write(ctx context.Context, stream string, rec storeRecord) error {
+	s.excl.RLock()
+	defer s.excl.RUnlock()
+	return s.writeRecord(ctx, stream, rec)
+}
+
+// writeRecord is write; s.excl must be held (shared, or exclusively by a
+// Rewind).
+func (s *JournalStore) writeRecord(ctx context.Context, stream string, rec storeRecord) error {
 	s.mu.Lock()
 	s.inflight++
 	limit := s.partBytes
@@ -354,7 +379,7 @@ func (s *JournalStore) write(ctx context.Context, stream string, rec storeRecord
 	var snap []byte
 	at := s.done
 	if at-s.lastSnap >= s.every && !s.snapping {
-		snap, err = json.Marshal(storeSnapshot{Streams: s.streams, Meta: s.meta, Starts: s.starts})
+		snap, err = json.Marshal(storeSnapshot{Streams: s.streams, Meta: s.meta, Starts: s.starts, Rewinds: s.rewinds})
 		s.snapping = err == nil
 	}
 	s.mu.Unlock()
