@@ -233,6 +233,9 @@ type shardItem struct {
 	// rate is the shard's rate in bytes/s when its owner released it
 	// (balancing by throughput), to seed the next owner's.
 	rate float64
+	// rewind is the shard's last rewind as stored (JSON of a
+	// kinesisload.Rewind; see rewind.go), kept by every write.
+	rewind string
 }
 
 func (s *shardItem) exists() bool { return s.item.Exists() }
@@ -266,7 +269,7 @@ func shardID(key string) (string, bool) { return strings.CutPrefix(key, prefixSh
 
 func decodeShard(it Item) (*shardItem, error) {
 	id, _ := shardID(it.Key)
-	s := &shardItem{id: id, item: it, owner: it.Field("owner"), handoff: it.Field("handoff")}
+	s := &shardItem{id: id, item: it, owner: it.Field("owner"), handoff: it.Field("handoff"), rewind: it.Field("rewind")}
 	var err error
 	if s.epoch, err = parseUint(it, "epoch"); err != nil {
 		return nil, err
@@ -306,6 +309,7 @@ func (s *shardItem) encode(part string) Item {
 	}
 	prog, _ := json.Marshal(s.prog) // ShardProgress marshals always
 	setField(&it, "prog", string(prog))
+	setField(&it, "rewind", s.rewind)
 	if len(s.pend) > 0 {
 		m := make(map[string]string, len(s.pend))
 		for tok, p := range s.pend {
