@@ -52,6 +52,10 @@ type session struct {
 
 	// fanout is the consumer of Config.ReadMode ReadFanOut (readmode.go).
 	fanout fanoutSession
+
+	// rewound maps a shard to the rewind (its ID) this session resumed
+	// it from (rewind.go).
+	rewound map[string]string
 }
 
 // seal stops every later save of the consume loops, after the saves in
@@ -168,6 +172,13 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 		}
 		return nil, &RunError{Stream: stream, Op: "Load", Kind: ErrJournal, Err: fmt.Errorf("loading progress: %w", err)}
 	}
+	// The Sink's checkpoint of a shard rewound since does not undo the
+	// rewind (rewind.go).
+	rewinds, err := s.pendingRewinds(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	rewoundCPs := map[string]scan.Position{}
 	var fromSink []ShardProgress
 	inSink := map[string]bool{}
 	if l.tx != nil {
@@ -188,12 +199,21 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 			if err := pos.Validate(); err != nil {
 				return nil, &RunError{Stream: stream, Shard: id, Op: "Checkpoints", Kind: ErrSink, Err: fmt.Errorf("the sink's checkpoint: %w", err)}
 			}
+			if _, ok := rewinds[id]; ok {
+				rewoundCPs[id] = pos
+				continue
+			}
 			u := ShardProgress{ShardID: id, Position: pos}
 			if pos.Kind == scan.KindShardEnd {
 				u.State = StateCompleted
 			}
 			stored[id] = merge(stored[id], u)
 			fromSink = append(fromSink, u)
+		}
+	}
+	if !s.shared { // in a fleet, each lease settles its shard's rewind
+		if err := s.settleRewinds(ctx, stream, rewinds, rewoundCPs); err != nil {
+			return nil, err
 		}
 	}
 	t := newTopology(stream, l.cfg.StartPosition, l.cfg.Shards, stored)
@@ -470,7 +490,15 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 				continue
 			}
 			t.apply([]ShardProgress{ls.Progress()}) // where the fleet left it
-			if pos, ok := sinkAt[id]; ok {
+			settled, lost, err := s.leaseRewound(gctx, t, ls)
+			if err != nil || lost {
+				s.release(hctx, ls)
+				if err != nil && gctx.Err() == nil {
+					stop(err)
+				}
+				continue
+			}
+			if pos, ok := sinkAt[id]; ok && !settled {
 				t.apply([]ShardProgress{{ShardID: id, Position: pos}}) // or the Sink, if further
 			}
 			if t.nodes[id].State == StateCompleted {

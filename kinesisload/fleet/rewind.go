@@ -277,3 +277,34 @@ func (l *lease) AckRewind(ctx context.Context, id string) error {
 		}
 	}
 }
+
+var (
+	_ kinesisload.RewindLease = (*lease)(nil)
+	_ kinesisload.RewindStore = sharedStore{}
+	_ kinesisload.RewindStore = stagingStore{}
+)
+
+// Rewinds implements [kinesisload.RewindStore]: one read of the stream's
+// partition (taken as the member's view, as Load does).
+func (st sharedStore) Rewinds(ctx context.Context, stream string) (map[string]kinesisload.Rewind, error) {
+	if err := st.check(ctx, stream); err != nil {
+		return nil, err
+	}
+	snap, err := st.m.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]kinesisload.Rewind{}
+	for id, s := range snap.shards {
+		if rw, ok := decodeRewind(s); ok {
+			out[id] = rw
+		}
+	}
+	return out, nil
+}
+
+// Rewinds implements [kinesisload.RewindStore] (as the shared store).
+func (st stagingStore) Rewinds(ctx context.Context, stream string) (map[string]kinesisload.Rewind, error) {
+	st.InitProgress()
+	return st.shared().Rewinds(ctx, stream)
+}
