@@ -223,6 +223,24 @@ type Config struct {
 	// Required with ReadFanOut, refused with ReadPolling; 1 to 128
 	// characters of a-z, A-Z, 0-9, '_', '-' and '.'. Default "".
 	ConsumerName string
+	// StopAt, if set, bounds the Run to a window of the stream: a
+	// bounded replay (a backfill, an hour reprocessed under a journal of
+	// its own, a test). Each shard is read until its first record that
+	// arrived (ApproximateArrivalTimestamp, to the millisecond) at or
+	// after StopAt, which is not delivered, or until its end; it is then
+	// done for this Run. A shard read to its tip with no such record is
+	// done once Kinesis's clock (read from its answers) is StopAtSettle
+	// past StopAt. Children of shards that closed before the bound are
+	// followed (the parents are COMPLETED); children of a shard that
+	// reached the bound are done unread (their records arrived after
+	// it). Run returns nil once every shard is done; a later Run with the
+	// same journal finds them done again, reading nothing more. Every
+	// record that arrived before StopAt and at or after each shard's
+	// start is delivered (at least once, as always), none at or after
+	// it. Refused with [WithCoordinator]: a replay runs on one host,
+	// with its journal (Config.Dir) or store. With StartPosition
+	// AT_TIMESTAMP, it must be later. Default: zero, no bound.
+	StopAt time.Time
 }
 
 // DefaultConfig returns a Config with every default filled in.
@@ -337,7 +355,7 @@ func (c Config) Validate() error {
 			return bad(fmt.Sprintf("OutOfOrderShards[%d]", i), `""`, "empty shard ID")
 		}
 	}
-	return nil
+	return c.validateStopAt()
 }
 
 // withDefaults fills zero fields with their defaults.
@@ -415,8 +433,10 @@ type options struct {
 // step or skew it: the time of [Stats] (LastReadAt, ReadAge), of the logs
 // that repeat at most once an interval, and the moment Run began, from
 // which T0 is taken (only when Kinesis's answer carries no Date; see
-// [scan.HostClockBound]). No other decision reads the host's wall clock:
-// leases and timeouts use durations, and positions Kinesis's clock.
+// [scan.HostClockBound]), and when to ask Kinesis whether Config.StopAt
+// has passed (its answer decides). No other decision reads the host's
+// wall clock: leases and timeouts use durations, and positions
+// Kinesis's clock.
 // Readings should keep Go's monotonic clock (derive them from time.Now).
 // Default time.Now.
 func WithClock(now func() time.Time) Option {

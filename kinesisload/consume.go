@@ -25,6 +25,7 @@ type consumer struct {
 	keys     hashRange     // the shard's hash key range, for the KPL decoder
 	dec      *pageDecoder  // made by run
 	windows  *windower     // the session's, for a MultiSink (window.go)
+	bounded  bool          // run stopped at Config.StopAt (stopat.go)
 }
 
 // run reads the shard until it ends (returns true once COMPLETED is
@@ -41,6 +42,7 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 		start:        c.from,
 		limit:        l.cfg.RecordsPerCall,
 		idleWait:     l.cfg.IdleWait,
+		tipPages:     !l.cfg.StopAt.IsZero(),
 		callTimeout:  l.cfg.CallTimeout,
 		maxAttempts:  l.cfg.KinesisMaxAttempts,
 		maxThrottles: l.cfg.KinesisMaxAttempts,
@@ -95,6 +97,7 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 	}
 	for p := range pages {
 		fetched := time.Now()
+		p, bounded := c.s.cutAtBound(gctx, c.shard, p)
 		if p.end && !c.draining {
 			if err := c.s.saveShard(hctx, c.lease, ShardProgress{ShardID: c.shard, State: StateDraining}, StateActive); err != nil {
 				l.buffered.release(p.held)
@@ -116,6 +119,10 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 		if p.end {
 			l.log.Info("shard completed", "shard", c.shard)
 			return true, nil
+		}
+		if bounded {
+			c.bounded = true
+			return false, nil
 		}
 		if gctx.Err() != nil {
 			return false, nil // stop after the in-flight batch

@@ -340,7 +340,7 @@ func (r *fanoutReader) read(ctx context.Context, st *fanoutState, sub kinesis.Su
 				return subscriptionRenew, r.ended(ctx, st, fmt.Errorf("%w: a SubscribeToShard event had no ContinuationSequenceNumber and no ChildShards, for a shard ListShards lists as open", kerr.ErrOddAnswer))
 			}
 		}
-		if len(v.Records) > 0 || end {
+		if len(v.Records) > 0 || end || r.cfg.tipPages && behind == 0 {
 			p := page{records: v.Records, millisBehind: behind, end: end, held: held}
 			if end {
 				p.children = v.ChildShards

@@ -68,6 +68,8 @@ func New(cfg Config, opts ...Option) (*Loader, error) {
 		return nil, fmt.Errorf("%w: Dir = %q: not used with WithCoordinator (the coordinator keeps the progress); leave it empty", ErrInvalidConfig, cfg.Dir)
 	case o.store == nil && o.coord == nil && cfg.Dir == "":
 		return nil, fmt.Errorf("%w: Dir = \"\": a journal directory is required unless WithStore or WithCoordinator is given", ErrInvalidConfig)
+	case o.coord != nil && !cfg.StopAt.IsZero():
+		return nil, fmt.Errorf("%w: StopAt = %v: a bounded replay runs on one host (Config.Dir or WithStore), not with WithCoordinator", ErrInvalidConfig, cfg.StopAt.UTC().Format(time.RFC3339Nano))
 	}
 	if o.resolver != nil && cfg.ResolveStrategy != 0 {
 		if got := o.resolver.Config().Strategy; got != cfg.ResolveStrategy {
@@ -210,6 +212,8 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 		var mismatch *StreamMismatchError
 		startOver := l.cfg.OnStreamRecreated == StreamRecreatedStartOver && ctx.Err() == nil
 		switch {
+		case errors.Is(err, errReplayDone):
+			return nil // every shard reached Config.StopAt
 		case errors.As(err, &mismatch) && startOver:
 			// Re-created while it was read: the next session's
 			// initialisation archives the old progress and starts over.

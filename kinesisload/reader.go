@@ -65,6 +65,9 @@ type readerConfig struct {
 	// this rate, so that a shard is not throttled for its 2 MiB/s read
 	// limit. Default 2 MiB; negative switches it off.
 	readBytesPerSecond int64
+	// tipPages sends an empty page at the tip of an open shard too
+	// (Config.StopAt decides on them: stopat.go).
+	tipPages bool
 	// idleWait is the wait after an empty page at the tip of an open
 	// shard (MillisBehindLatest 0). Default 1 s.
 	idleWait time.Duration
@@ -331,7 +334,7 @@ func (r *reader) run(ctx context.Context, out chan<- page) error {
 			}
 		}
 		behind := aws.ToInt64(res.MillisBehindLatest)
-		if len(res.Records) > 0 || end {
+		if len(res.Records) > 0 || end || r.cfg.tipPages && behind == 0 {
 			p := page{records: res.Records, millisBehind: behind, end: end, held: held}
 			if end {
 				p.children = res.ChildShards

@@ -56,6 +56,9 @@ type session struct {
 	// rewound maps a shard to the rewind (its ID) this session resumed
 	// it from (rewind.go).
 	rewound map[string]string
+	// bound and atBound are Config.StopAt's (stopat.go).
+	bound   boundClock
+	atBound map[string]bool
 }
 
 // seal stops every later save of the consume loops, after the saves in
@@ -71,6 +74,7 @@ type shardDone struct {
 	id        string
 	completed bool // the shard's COMPLETED state is durable
 	lost      bool // the lease was lost: not a failure of the Loader
+	bounded   bool // the shard reached Config.StopAt
 	err       error
 }
 
@@ -475,7 +479,7 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 	// start runs a loop for every shard whose lease the coordinator
 	// grants among those ready in this host's view (the default: all).
 	start := func() {
-		leases, err := s.m.Acquire(gctx, t.runnable())
+		leases, err := s.m.Acquire(gctx, s.unbounded(t.runnable()))
 		if err != nil {
 			if gctx.Err() == nil {
 				stop(stopError(t.stream, "", "Acquire", ErrJournal, fmt.Errorf("acquiring leases: %w", err)))
@@ -525,13 +529,16 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 					s.l.stats.leaseEnded(id, endUncounted) // left to expire; not a handoff
 				}
 				select {
-				case done <- shardDone{id: id, completed: completed, lost: lost, err: err}:
+				case done <- shardDone{id: id, completed: completed, lost: lost, bounded: c.bounded, err: err}:
 				case <-finished:
 				}
 			}()
 		}
 	}
 	start()
+	if s.replayOver(t) {
+		stop(errReplayDone)
+	}
 	ticker := time.NewTicker(s.l.cfg.ListShardsInterval)
 	defer ticker.Stop()
 	for {
@@ -545,6 +552,11 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 			case d.lost: // reported by leaseLost
 			case d.err != nil && !(errors.Is(d.err, context.Canceled) && gctx.Err() != nil):
 				stop(s.explain(hctx, d.err))
+			case d.bounded:
+				s.markBound(d.id)
+				if s.replayOver(t) {
+					stop(errReplayDone)
+				}
 			case d.completed && !stopping():
 				t.apply([]ShardProgress{{ShardID: d.id, State: StateCompleted, Position: scan.ShardEnd()}})
 				// A Pause or Close may cancel gctx during this save: that
@@ -557,6 +569,9 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 					continue
 				}
 				start()
+				if s.replayOver(t) {
+					stop(errReplayDone)
+				}
 			}
 		case <-ticker.C:
 			if stopping() {

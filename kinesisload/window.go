@@ -715,6 +715,16 @@ func (c *consumer) runWindowed(gctx, hctx context.Context, pages <-chan page, re
 			break
 		}
 		read := time.Now()
+		var bounded bool
+		p, bounded = c.s.cutAtBound(gctx, c.shard, p)
+		if len(p.records) == 0 && !p.end {
+			// Config.StopAt's empty pages at the tip (stopat.go).
+			l.buffered.release(p.held)
+			if bounded {
+				return c.windowsAtBound(hctx, w, f)
+			}
+			continue
+		}
 		if p.end && !c.draining {
 			if err := c.s.saveShard(hctx, c.lease, ShardProgress{ShardID: c.shard, State: StateDraining}, StateActive); err != nil {
 				l.buffered.release(p.held)
@@ -749,6 +759,9 @@ func (c *consumer) runWindowed(gctx, hctx context.Context, pages <-chan page, re
 			}
 			l.log.Info("shard completed", "shard", c.shard)
 			return true, nil
+		}
+		if bounded {
+			return c.windowsAtBound(hctx, w, f)
 		}
 		if gctx.Err() != nil {
 			break // stop once what the shard has in windows is committed
