@@ -238,6 +238,11 @@ func (f SinkFunc) Deliver(ctx context.Context, b Batch) error { return f(ctx, b)
 // table's epoch for it has passed the stored one (a lease lost and taken
 // again each time), and a single process stops on the first batch.
 //
+// An operator's rewind of a shard (cmd/tidemark rewind) moves the stored
+// position back on purpose; the Sink's checkpoint must follow, or the
+// Loader would resume from it: implement [Rewinder], or the Loader stops
+// with a [*RewindError] naming the checkpoint to reset.
+//
 // Because a shard's position never moves back, restoring the Sink's store
 // from an older backup does not make the Loader deliver again what the
 // journal has already passed: restore the journal directory from the same
