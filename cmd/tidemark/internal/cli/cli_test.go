@@ -262,6 +262,9 @@ func TestStatusOfAJournal(t *testing.T) {
 	if code != ExitUnhealthy || !strings.Contains(out, "no Loader holds the journal") || !strings.Contains(out, "stopped") {
 		t.Errorf("status of a journal no Loader holds = %d:\n%s", code, out)
 	}
+	if code, _, errOut := w.run("status", "--dir", dir, "--stream", "other"); code != ExitFailed || !strings.Contains(errOut, "holds no progress of stream other") {
+		t.Errorf("status of a stream the journal does not hold = %d, %q", code, errOut)
+	}
 	j, err := journal.Open(dir, journal.DefaultConfig()) // a running Loader
 	if err != nil {
 		t.Fatal(err)

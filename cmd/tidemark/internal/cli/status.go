@@ -139,6 +139,9 @@ func status(ctx context.Context, env Env, o *Options, noLag bool, maxLag, wait t
 		if err != nil {
 			return nil, err
 		}
+		if _, journal := t.(*journalTarget); journal && len(v.Shards) == 0 {
+			return nil, fmt.Errorf("%s holds no progress of stream %s", t, stream)
+		}
 		ss := StreamStatus{Stream: stream, Generation: v.Generation, Archived: v.Archived}
 		if !v.Identity.IsZero() {
 			id := v.Identity
