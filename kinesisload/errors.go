@@ -92,6 +92,13 @@ var (
 	// progress holds as COMPLETED, so that data is never skipped silently, and
 	// by a [ParentAfterChildError].
 	ErrLineage = errors.New("kinesisload: shard lineage broken")
+	// ErrRewindRefused is wrapped by the error of a rewind that was
+	// refused before anything was written ([JournalStore.Rewind],
+	// [PlanRewind]): a shard unknown or COMPLETED, a position that
+	// cannot be stored, a missing ID.
+	ErrRewindRefused = errors.New("kinesisload: rewind refused")
+	// ErrRewindPending is wrapped by a [*RewindError].
+	ErrRewindPending = errors.New("kinesisload: a rewound shard waits for the sink's checkpoint")
 )
 
 // RunError is the error that stops [Loader.Run] (besides ctx.Err(),

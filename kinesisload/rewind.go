@@ -48,14 +48,6 @@ type Rewind struct {
 	SinkPending bool `json:"sink_pending,omitempty"`
 }
 
-// Errors of rewinds.
-var (
-	// ErrRewindRefused is wrapped by the error of a rewind that was
-	// refused before anything was written: a shard unknown or
-	// COMPLETED, a position that cannot be stored, a missing ID.
-	ErrRewindRefused = errors.New("kinesisload: rewind refused")
-)
-
 // CheckRewindPosition reports whether p may be stored by a rewind: a
 // valid, concrete position that is not SHARD_END (LATEST is never
 // stored; a rewind "to now" resolves it first).
@@ -286,9 +278,6 @@ type Rewinder interface {
 	// before (check (b)).
 	RewindCheckpoint(ctx context.Context, stream, shard string, to scan.Position, epoch uint64) error
 }
-
-// ErrRewindPending is wrapped by a [*RewindError].
-var ErrRewindPending = errors.New("kinesisload: a rewound shard waits for the sink's checkpoint")
 
 // RewindError stops Run when a shard an operator rewound is to be read
 // while the [TransactionalSink]'s checkpoint of it is further than the

@@ -38,4 +38,13 @@ var (
 	// after [FaultyTable.Kill]: the process is gone, and nothing it sends
 	// lands.
 	ErrDown = errors.New("fleet: host is down")
+	// ErrNotAnnounced is wrapped by the error [Rewind] returns when the
+	// rewind is stored but its announcement could not be written: the
+	// hosts then see it within their ResyncInterval rather than at their
+	// next round.
+	ErrNotAnnounced = errors.New("fleet: the rewind is stored but was not announced to the hosts")
+	// ErrNotEmpty is wrapped by the error of an [Import] into a table
+	// that already holds the stream's progress, or whose hosts started on
+	// it.
+	ErrNotEmpty = errors.New("fleet: the table already holds the stream")
 )

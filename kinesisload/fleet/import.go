@@ -11,10 +11,6 @@ import (
 	"github.com/tidemark/tidemark/scan"
 )
 
-// ErrNotEmpty is wrapped by the error of an [Import] into a table that
-// already holds the stream's progress, or whose hosts started on it.
-var ErrNotEmpty = errors.New("fleet: the table already holds the stream")
-
 // Import writes progress into table for stream, which no host of the
 // fleet has started on: the identity item (when id is not zero) and one
 // shard item per element of shards, unowned, at the first generation's

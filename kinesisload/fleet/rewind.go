@@ -30,11 +30,6 @@ import (
 // collects like any host that left).
 const rewindEntryPrefix = "tidemark-rewind-"
 
-// ErrNotAnnounced is wrapped by the error [Rewind] returns when the
-// rewind is stored but its announcement could not be written: the hosts
-// then see it within their ResyncInterval rather than at their next round.
-var ErrNotAnnounced = errors.New("fleet: the rewind is stored but was not announced to the hosts")
-
 // Rewind moves the positions of stream's shards in table to to (shard ID
 // to position), while the fleet's hosts run. For each shard it writes, in
 // one write conditional on the item's version: the new position (a
