@@ -8,8 +8,8 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/aws/aws-sdk-go-v2/service/kinesis v1.56.13
-	github.com/tidemark/tidemark v0.0.0-00010101000000-000000000000
-	github.com/tidemark/tidemark/kinesisload/dynamo v0.0.0-00010101000000-000000000000
+	github.com/tidemark/tidemark v0.1.0
+	github.com/tidemark/tidemark/kinesisload/dynamo v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -29,9 +29,4 @@ require (
 	github.com/aws/smithy-go v1.28.9 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-)
-
-replace (
-	github.com/tidemark/tidemark => ../..
-	github.com/tidemark/tidemark/kinesisload/dynamo => ../../kinesisload/dynamo
 )
