@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/tidemark/tidemark/internal/backoff"
+	"github.com/tidemark/tidemark/internal/kerr"
 	"github.com/tidemark/tidemark/scan"
 )
 
@@ -351,4 +352,124 @@ func (c *consumer) newDecoder() *pageDecoder {
 		}}
 	}
 	return d
+}
+
+// leaseAcquired records that this host starts reading a shard under ls,
+// from pos (where the fleet left it, or the Sink if further).
+func (s *session) leaseAcquired(ls Lease, pos scan.Position) time.Time {
+	now := time.Now()
+	id := ls.Shard()
+	if pos.Kind == 0 {
+		pos = s.l.stats.position(id)
+	}
+	s.l.hooks.onLeaseAcquired(LeaseAcquired{Stream: s.l.cfg.Stream, ShardID: id, Epoch: ls.Epoch(), Reason: ls.Acquired(), Position: pos})
+	s.l.stats.leaseAcquired(id, ls.Epoch(), ls.Acquired(), now)
+	s.l.hooks.obs.add(ls)
+	return now
+}
+
+// leaseLost records that the shard's loop stopped because ls was lost;
+// err is what the loop returned.
+func (s *session) leaseLost(ls Lease, err error, since time.Time) {
+	s.l.hooks.obs.remove(ls)
+	lost, ok := errors.AsType[*LeaseLostError](err)
+	if !ok {
+		lost, _ = errors.AsType[*LeaseLostError](ls.Err())
+	}
+	e := LeaseLost{Stream: s.l.cfg.Stream, ShardID: ls.Shard(), Epoch: ls.Epoch(), Held: time.Since(since)}
+	if lost != nil && lost.Why == LostReleased {
+		// Given up by Leave while the loop was stuck: not a loss.
+		s.l.stats.leaseEnded(e.ShardID, endUncounted)
+		return
+	}
+	if lost != nil {
+		e.Reason, e.Err = lost.Why, lost
+	} else if err != nil && !errors.Is(err, context.Canceled) {
+		e.Err = err
+	}
+	s.l.log.Warn("lease lost: stopped reading the shard", "shard", e.ShardID, "epoch", e.Epoch, "reason", e.Reason, "err", e.Err)
+	s.l.hooks.onLeaseLost(e)
+	s.l.stats.leaseLost(e.ShardID, e.Reason)
+}
+
+// leaseReleased records that ls was released after its shard's loop
+// returned (without losing it); completed says the shard ended, which is
+// no handoff: nobody reads it after.
+func (s *session) leaseReleased(gctx context.Context, ls Lease, completed bool, since time.Time) {
+	s.l.hooks.obs.remove(ls)
+	id := ls.Shard()
+	if completed {
+		s.l.stats.leaseEnded(id, endUncounted)
+		return
+	}
+	why := HandoffStop
+	select {
+	case <-ls.Handoff():
+		why = HandoffRebalance
+	default:
+	}
+	if gctx.Err() != nil {
+		s.l.mu.Lock()
+		switch {
+		case s.l.closed:
+			why = HandoffClose
+		case s.l.paused:
+			why = HandoffPause
+		case why != HandoffRebalance:
+			why = HandoffStop
+		}
+		s.l.mu.Unlock()
+	}
+	s.l.hooks.onLeaseHandedOff(LeaseHandedOff{Stream: s.l.cfg.Stream, ShardID: id, Epoch: ls.Epoch(), Reason: why,
+		Position: s.l.stats.position(id), Held: time.Since(since)})
+	s.l.stats.leaseEnded(id, endHandedOff)
+}
+
+// releaseFenced gives up the lease of a shard the Sink fenced. The
+// coordinator may not know the lease is lost yet: Release, conditional on
+// the lease's owner and epoch, then writes nothing (another host owns the
+// shard), or frees a shard the fleet's table still gives this host, so
+// that no host holds it without reading it. Its failure is not one of the
+// Loader: the coordinator finds the loss on its own.
+func (s *session) releaseFenced(hctx context.Context, ls Lease) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(hctx), s.l.cfg.CallTimeout)
+	defer cancel()
+	if err := ls.Release(ctx); err != nil {
+		s.l.log.Debug("releasing a lease the sink fenced", "shard", ls.Shard(), "epoch", ls.Epoch(), "err", err)
+	}
+}
+
+// callKinesis makes one Kinesis call of the Loader (not of a consume loop,
+// which has its own paced loop in the reader), retrying transient failures with backoff: without limit by default, up
+// to Config.KinesisMaxAttempts tries when that is set. An error that no
+// retry fixes, or exhausted attempts, comes back as a [*RunError] of class
+// [ErrKinesis]; the end of ctx as ctx.Err(). fn applies the per-call
+// timeout (Config.CallTimeout) to each call it makes, and passes
+// noSDKRetries.
+func (s *session) callKinesis(ctx context.Context, shard, op string, fn func(ctx context.Context) error) error {
+	l := s.l
+	retry, throttle := l.retryPolicy(), l.throttlePolicy()
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case !kerr.IsRetryable(err):
+			return &RunError{Stream: l.cfg.Stream, Shard: shard, Op: op, Kind: ErrKinesis, Err: err}
+		case l.cfg.KinesisMaxAttempts > 0 && attempt >= l.cfg.KinesisMaxAttempts:
+			return &RunError{Stream: l.cfg.Stream, Shard: shard, Op: op, Kind: ErrKinesis,
+				Err: fmt.Errorf("failed %d times, giving up (KinesisMaxAttempts): %w", attempt, err)}
+		}
+		p := retry
+		if kerr.IsThrottled(err) {
+			p = throttle
+		}
+		wait := p.Delay(attempt)
+		l.retried(shard, op, attempt, wait, err)
+		if err := backoff.Sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
 }

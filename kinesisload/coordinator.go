@@ -7,8 +7,9 @@ import (
 	"sync"
 )
 
-// This file is the coordination seam: the one place where a shard's life
-// on this host is decided. The Loader asks a [Coordinator] three things:
+// This file is the coordination seam: what the Loader asks of the hosts
+// that share a stream (the life of a shard on this host is decided in
+// session.go and consume.go). The Loader asks a [Coordinator] three things:
 //
 //   - who initialises the stream (Membership.Initialise: once for the
 //     whole fleet, durable and visible before any host reads any shard);

@@ -148,9 +148,9 @@
 // # Coordination
 //
 // The Loader learns through a [Coordinator] which shards it may read, who
-// initialises the stream, and whether a commit may land (coordinator.go is
-// where a shard's life on this host is decided). Each session joins the
-// stream's fleet ([Coordinator.Join]) and initialises through
+// initialises the stream, and whether a commit may land (session.go and
+// consume.go are where a shard's life on this host is decided). Each
+// session joins the stream's fleet ([Coordinator.Join]) and initialises through
 // [Membership.Initialise] (once for the whole fleet; nothing is visible
 // before its commit). It then offers the shards ready in its view to
 // [Membership.Acquire] and reads only those whose [Lease] it is granted;

@@ -165,3 +165,25 @@ func stopError(stream, shard, op string, kind, err error) error {
 	}
 	return &RunError{Stream: stream, Shard: shard, Op: op, Kind: kind, Err: err}
 }
+
+// MissingShardError stops Run when shards that Kinesis lists, and that
+// the fleet's shared progress held, are missing from it (their items were
+// deleted by hand): their positions are lost, and no host would read them
+// again. Without a [TransactionalSink] holding their checkpoints, the
+// Loader cannot tell where they resume. errors.Is(err, ErrShardMissing)
+// holds. Restore the items (from an export made before, with the tidemark
+// command's import), then run again.
+type MissingShardError struct {
+	Stream string
+	// Shards are the shards missing, sorted.
+	Shards []string
+}
+
+func (e *MissingShardError) Error() string {
+	return fmt.Sprintf("kinesisload: stream %s: shards %s are listed by Kinesis and were in the fleet's table, but their progress is gone from it (deleted by hand?): "+
+		"no host would read them again, and no TransactionalSink holds their checkpoints; restore them from an export (tidemark import) or a backup of the table, then run again",
+		e.Stream, strings.Join(e.Shards, ", "))
+}
+
+// Unwrap returns [ErrShardMissing].
+func (e *MissingShardError) Unwrap() error { return ErrShardMissing }

@@ -1,12 +1,7 @@
 package kinesisload
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"time"
-
-	"github.com/tidemark/tidemark/scan"
 )
 
 // This file holds why a lease came, went or was given up, and what the
@@ -131,75 +126,4 @@ func reasonName(names []string, r uint8, typ string) string {
 		return fmt.Sprintf("%s(%d)", typ, r)
 	}
 	return names[r]
-}
-
-// leaseAcquired records that this host starts reading a shard under ls,
-// from pos (where the fleet left it, or the Sink if further).
-func (s *session) leaseAcquired(ls Lease, pos scan.Position) time.Time {
-	now := time.Now()
-	id := ls.Shard()
-	if pos.Kind == 0 {
-		pos = s.l.stats.position(id)
-	}
-	s.l.hooks.onLeaseAcquired(LeaseAcquired{Stream: s.l.cfg.Stream, ShardID: id, Epoch: ls.Epoch(), Reason: ls.Acquired(), Position: pos})
-	s.l.stats.leaseAcquired(id, ls.Epoch(), ls.Acquired(), now)
-	s.l.hooks.obs.add(ls)
-	return now
-}
-
-// leaseLost records that the shard's loop stopped because ls was lost;
-// err is what the loop returned.
-func (s *session) leaseLost(ls Lease, err error, since time.Time) {
-	s.l.hooks.obs.remove(ls)
-	lost, ok := errors.AsType[*LeaseLostError](err)
-	if !ok {
-		lost, _ = errors.AsType[*LeaseLostError](ls.Err())
-	}
-	e := LeaseLost{Stream: s.l.cfg.Stream, ShardID: ls.Shard(), Epoch: ls.Epoch(), Held: time.Since(since)}
-	if lost != nil && lost.Why == LostReleased {
-		// Given up by Leave while the loop was stuck: not a loss.
-		s.l.stats.leaseEnded(e.ShardID, endUncounted)
-		return
-	}
-	if lost != nil {
-		e.Reason, e.Err = lost.Why, lost
-	} else if err != nil && !errors.Is(err, context.Canceled) {
-		e.Err = err
-	}
-	s.l.log.Warn("lease lost: stopped reading the shard", "shard", e.ShardID, "epoch", e.Epoch, "reason", e.Reason, "err", e.Err)
-	s.l.hooks.onLeaseLost(e)
-	s.l.stats.leaseLost(e.ShardID, e.Reason)
-}
-
-// leaseReleased records that ls was released after its shard's loop
-// returned (without losing it); completed says the shard ended, which is
-// no handoff: nobody reads it after.
-func (s *session) leaseReleased(gctx context.Context, ls Lease, completed bool, since time.Time) {
-	s.l.hooks.obs.remove(ls)
-	id := ls.Shard()
-	if completed {
-		s.l.stats.leaseEnded(id, endUncounted)
-		return
-	}
-	why := HandoffStop
-	select {
-	case <-ls.Handoff():
-		why = HandoffRebalance
-	default:
-	}
-	if gctx.Err() != nil {
-		s.l.mu.Lock()
-		switch {
-		case s.l.closed:
-			why = HandoffClose
-		case s.l.paused:
-			why = HandoffPause
-		case why != HandoffRebalance:
-			why = HandoffStop
-		}
-		s.l.mu.Unlock()
-	}
-	s.l.hooks.onLeaseHandedOff(LeaseHandedOff{Stream: s.l.cfg.Stream, ShardID: id, Epoch: ls.Epoch(), Reason: why,
-		Position: s.l.stats.position(id), Held: time.Since(since)})
-	s.l.stats.leaseEnded(id, endHandedOff)
 }

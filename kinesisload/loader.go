@@ -380,15 +380,3 @@ func listShards(ctx context.Context, c scan.Client, stream string, timeout time.
 		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
 	}
 }
-
-// listShards lists the shards, retrying transient failures as
-// [session.callKinesis] does; a listing that fails part-way starts again
-// from its first page (a NextToken may expire while the Loader waits).
-func (s *session) listShards(ctx context.Context) ([]types.Shard, error) {
-	var shards []types.Shard
-	err := s.callKinesis(ctx, "", "ListShards", func(ctx context.Context) (err error) {
-		shards, err = listShards(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
-		return err
-	})
-	return shards, err
-}

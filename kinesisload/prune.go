@@ -2,8 +2,6 @@ package kinesisload
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 )
 
@@ -106,29 +104,4 @@ func (t *topology) ancestors(n *node) []string {
 		}
 	}
 	return out
-}
-
-// prune drops from the store and the topology every shard prunable
-// returns, when the store is a [Pruner]. Called after a complete
-// ListShards result was observed and its updates saved.
-func (s *session) prune(ctx context.Context, t *topology) error {
-	p, ok := s.store.(Pruner)
-	if !ok {
-		return nil
-	}
-	ids := t.prunable()
-	if len(ids) == 0 {
-		return nil
-	}
-	if err := p.Prune(ctx, t.stream, ids); err != nil {
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return err
-		}
-		return &RunError{Stream: t.stream, Op: "Prune", Kind: ErrJournal, Err: fmt.Errorf("pruning %d completed shards: %w", len(ids), err)}
-	}
-	for _, id := range ids {
-		delete(t.nodes, id)
-	}
-	s.l.log.Debug("pruned completed shards no longer listed", "shards", len(ids))
-	return nil
 }

@@ -1,8 +1,6 @@
 package kinesisload
 
 import (
-	"context"
-	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -43,40 +41,5 @@ func (l *Loader) retried(shard, op string, attempt int, wait time.Duration, err 
 	l.hooks.onRetry(Retry{Stream: stream, ShardID: shard, Op: op, Attempt: attempt, Backoff: wait, Err: err})
 	if throttled {
 		l.hooks.onThrottled(Throttled{Stream: stream, ShardID: shard, Op: op, Attempt: attempt, Backoff: wait, Err: err})
-	}
-}
-
-// callKinesis makes one Kinesis call of the Loader (not of a consume loop,
-// which has its own paced loop in the reader), retrying transient failures with backoff: without limit by default, up
-// to Config.KinesisMaxAttempts tries when that is set. An error that no
-// retry fixes, or exhausted attempts, comes back as a [*RunError] of class
-// [ErrKinesis]; the end of ctx as ctx.Err(). fn applies the per-call
-// timeout (Config.CallTimeout) to each call it makes, and passes
-// noSDKRetries.
-func (s *session) callKinesis(ctx context.Context, shard, op string, fn func(ctx context.Context) error) error {
-	l := s.l
-	retry, throttle := l.retryPolicy(), l.throttlePolicy()
-	for attempt := 1; ; attempt++ {
-		err := fn(ctx)
-		switch {
-		case err == nil:
-			return nil
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case !kerr.IsRetryable(err):
-			return &RunError{Stream: l.cfg.Stream, Shard: shard, Op: op, Kind: ErrKinesis, Err: err}
-		case l.cfg.KinesisMaxAttempts > 0 && attempt >= l.cfg.KinesisMaxAttempts:
-			return &RunError{Stream: l.cfg.Stream, Shard: shard, Op: op, Kind: ErrKinesis,
-				Err: fmt.Errorf("failed %d times, giving up (KinesisMaxAttempts): %w", attempt, err)}
-		}
-		p := retry
-		if kerr.IsThrottled(err) {
-			p = throttle
-		}
-		wait := p.Delay(attempt)
-		l.retried(shard, op, attempt, wait, err)
-		if err := backoff.Sleep(ctx, wait); err != nil {
-			return err
-		}
 	}
 }

@@ -4,16 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark/tidemark/internal/backoff"
 	"github.com/tidemark/tidemark/internal/kerr"
 	"github.com/tidemark/tidemark/scan"
 )
+
+// A shard's life on this host is decided in two files. This one holds the
+// session: initialisation (the stream's identity checked, T0 taken and
+// kept, the shards listed and resolved, every start journaled, the fleet's
+// audit) and scheduling (which shards are ready, leases asked for, a
+// consumer started per lease, a closed shard's children unblocked, pruning).
+// consume.go holds a shard's run: read, deliver, commit, and what a lease's
+// loss, release or handoff does. The concerns they call into have files of
+// their own: identity.go (the stream's identity and start-over),
+// readmode.go (polling or fan-out), window.go (batches across pages and
+// shards), rewind.go and stopat.go (an operator's rewind, a bounded
+// replay), coordinator.go (the seam to a fleet).
 
 // session is one run of initialisation and consumption, from a start or a
 // Resume to a stop, a Pause or a fatal error.
@@ -182,38 +196,9 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	if err != nil {
 		return nil, err
 	}
-	rewoundCPs := map[string]scan.Position{}
-	var fromSink []ShardProgress
-	inSink := map[string]bool{}
-	if l.tx != nil {
-		// Under a deadline: in a fleet this runs under the
-		// initialisation lock, which a call that never returns would
-		// hold.
-		cctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
-		cps, err := l.tx.Checkpoints(cctx, stream)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, &RunError{Stream: stream, Op: "Checkpoints", Kind: ErrSink, Err: fmt.Errorf("loading the sink's checkpoints: %w", err)}
-		}
-		for id, pos := range cps {
-			inSink[id] = true
-			if err := pos.Validate(); err != nil {
-				return nil, &RunError{Stream: stream, Shard: id, Op: "Checkpoints", Kind: ErrSink, Err: fmt.Errorf("the sink's checkpoint: %w", err)}
-			}
-			if _, ok := rewinds[id]; ok {
-				rewoundCPs[id] = pos
-				continue
-			}
-			u := ShardProgress{ShardID: id, Position: pos}
-			if pos.Kind == scan.KindShardEnd {
-				u.State = StateCompleted
-			}
-			stored[id] = merge(stored[id], u)
-			fromSink = append(fromSink, u)
-		}
+	fromSink, inSink, rewoundCPs, err := s.sinkProgress(ctx, stored, rewinds)
+	if err != nil {
+		return nil, err
 	}
 	if !s.shared { // in a fleet, each lease settles its shard's rewind
 		if err := s.settleRewinds(ctx, stream, rewinds, rewoundCPs); err != nil {
@@ -221,18 +206,8 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 		}
 	}
 	t := newTopology(stream, l.cfg.StartPosition, l.cfg.Shards, stored)
-	if ss, ok := s.store.(StartedStore); ok && t.initial {
-		started, err := ss.Started(ctx, stream)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, &RunError{Stream: stream, Op: "Load", Kind: ErrJournal, Err: fmt.Errorf("loading whether the stream was started: %w", err)}
-		}
-		if started {
-			l.log.Warn("no shard the Loader tracks has progress, but the stream's start-up was published: not a first run; shards start at TRIM_HORIZON (items deleted by hand?)")
-			t.initial = false
-		}
+	if err := s.checkStarted(ctx, t); err != nil {
+		return nil, err
 	}
 	t.outOfOrder = make(map[string]bool, len(l.cfg.OutOfOrderShards))
 	for _, id := range l.cfg.OutOfOrderShards {
@@ -251,15 +226,8 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	if err := s.audit(ctx, t, stored, true); err != nil {
 		return nil, err
 	}
-	for _, id := range sortedKeys(l.cfg.Shards) {
-		if t.nodes[id] == nil {
-			return nil, &RunError{Stream: stream, Shard: id, Op: "Config", Kind: ErrInvalidConfig,
-				Err: fmt.Errorf("%w: Shards[%s]: stream %s has no such shard", ErrInvalidConfig, id, stream)}
-		}
-		if l.cfg.Shards[id].Kind == scan.KindShardEnd && !t.nodes[id].closed {
-			return nil, &RunError{Stream: stream, Shard: id, Op: "Config", Kind: ErrInvalidConfig,
-				Err: fmt.Errorf("%w: Shards[%s] = SHARD_END: the shard is open in stream %s; SHARD_END skips only a closed shard", ErrInvalidConfig, id, stream)}
-		}
+	if err := s.checkSelection(t); err != nil {
+		return nil, err
 	}
 	// A shard the sink completed may release its children.
 	t.apply(fromSink)
@@ -275,45 +243,9 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	unanswered := 0
 	var t0 time.Time
 	if len(pending) > 0 {
-		l.log.Info("resolving LATEST", "shards", len(pending))
-		var done atomic.Int64
-		req := scan.Request{Client: s.client, Stream: stream, Shards: pending, Hooks: scan.Hooks{
-			ShardResolved: func(stream string, r scan.ShardResult) {
-				initProgress(s.store)
-				l.hooks.onProgress(InitProgress{Stream: stream, ShardID: r.Shard, Position: r.Position,
-					Done: int(done.Add(1)), Total: len(pending), Calls: r.Stats.Calls, Bytes: r.Stats.Bytes})
-			},
-			Retry: func(e scan.RetryEvent) {
-				initProgress(s.store)
-				l.retried(e.Shard, e.Op, e.Attempt, e.Backoff, e.Err)
-			},
-		}}
 		var results []scan.ShardResult
-		if m, ok := s.store.(repairMarker); ok && m.repairMark() != nil {
-			// The journal lost decisions: a fresh LATEST could skip records.
-			mark := m.repairMark()
-			if results, err = rewindAfterRepair(stream, pending, mark); err != nil {
-				return nil, stopError(stream, "", "Load", ErrJournal, err)
-			}
-			l.log.Warn("the journal was repaired: starting the shards to resolve before its last surviving write instead",
-				"shards", len(pending), "last_write", mark.LastWrite, "rewind", RepairRewind)
-		} else {
-			// T0 is journaled before anything is resolved at it.
-			if t0, err = s.startTime(ctx); err != nil {
-				return nil, err
-			}
-			req.At = t0
-			if results, err = s.resolver.Resolve(ctx, req); err != nil {
-				if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-					return nil, err
-				}
-				shard := ""
-				var se *scan.ShardError
-				if errors.As(err, &se) {
-					shard = se.Shard
-				}
-				return nil, &RunError{Stream: stream, Shard: shard, Op: "Resolve", Kind: ErrKinesis, Err: fmt.Errorf("initialisation: %w", err)}
-			}
+		if results, t0, err = s.resolve(ctx, pending); err != nil {
+			return nil, err
 		}
 		for _, r := range results {
 			unanswered += r.Stats.Unanswered
@@ -355,6 +287,149 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	}
 	// From now on a new shard is born after the start: TRIM_HORIZON.
 	t.initial, t.resolving = false, false
+	s.reportInitialised(t, stored, len(pending), unanswered, t0, began)
+	// The topology may have changed while the batch was resolved (a split
+	// or merge of a shard being scanned): list again before reading.
+	if len(pending) > 0 {
+		if err := s.refresh(ctx, t); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// checkStarted: a topology with no progress of any shard the Loader
+// tracks is a first run, unless the store says the stream's start-up was
+// published before (the items were deleted by hand): then new shards
+// start at TRIM_HORIZON, not at LATEST.
+func (s *session) checkStarted(ctx context.Context, t *topology) error {
+	l, stream := s.l, s.l.cfg.Stream
+	if ss, ok := s.store.(StartedStore); ok && t.initial {
+		started, err := ss.Started(ctx, stream)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return &RunError{Stream: stream, Op: "Load", Kind: ErrJournal, Err: fmt.Errorf("loading whether the stream was started: %w", err)}
+		}
+		if started {
+			l.log.Warn("no shard the Loader tracks has progress, but the stream's start-up was published: not a first run; shards start at TRIM_HORIZON (items deleted by hand?)")
+			t.initial = false
+		}
+	}
+	return nil
+}
+
+// sinkProgress folds a TransactionalSink's checkpoints into stored: the
+// Sink's is the truth of what it holds. It returns the updates they make
+// (fromSink), the shards the Sink has a checkpoint of (inSink), and the
+// checkpoints of shards rewound since (rewoundCPs, set aside: the Sink's
+// checkpoint of a shard rewound since does not undo the rewind).
+func (s *session) sinkProgress(ctx context.Context, stored map[string]ShardProgress, rewinds map[string]Rewind) (fromSink []ShardProgress, inSink map[string]bool, rewoundCPs map[string]scan.Position, err error) {
+	l, stream := s.l, s.l.cfg.Stream
+	inSink, rewoundCPs = map[string]bool{}, map[string]scan.Position{}
+	if l.tx == nil {
+		return nil, inSink, rewoundCPs, nil
+	}
+	// Under a deadline: in a fleet this runs under the initialisation
+	// lock, which a call that never returns would hold.
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
+	cps, err := l.tx.Checkpoints(cctx, stream)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, nil, ctx.Err()
+		}
+		return nil, nil, nil, &RunError{Stream: stream, Op: "Checkpoints", Kind: ErrSink, Err: fmt.Errorf("loading the sink's checkpoints: %w", err)}
+	}
+	for id, pos := range cps {
+		inSink[id] = true
+		if err := pos.Validate(); err != nil {
+			return nil, nil, nil, &RunError{Stream: stream, Shard: id, Op: "Checkpoints", Kind: ErrSink, Err: fmt.Errorf("the sink's checkpoint: %w", err)}
+		}
+		if _, ok := rewinds[id]; ok {
+			rewoundCPs[id] = pos
+			continue
+		}
+		u := ShardProgress{ShardID: id, Position: pos}
+		if pos.Kind == scan.KindShardEnd {
+			u.State = StateCompleted
+		}
+		stored[id] = merge(stored[id], u)
+		fromSink = append(fromSink, u)
+	}
+	return fromSink, inSink, rewoundCPs, nil
+}
+
+// checkSelection refuses a Config.Shards entry naming a shard the stream
+// does not have, or SHARD_END for a shard that is open.
+func (s *session) checkSelection(t *topology) error {
+	l, stream := s.l, s.l.cfg.Stream
+	for _, id := range sortedKeys(l.cfg.Shards) {
+		if t.nodes[id] == nil {
+			return &RunError{Stream: stream, Shard: id, Op: "Config", Kind: ErrInvalidConfig,
+				Err: fmt.Errorf("%w: Shards[%s]: stream %s has no such shard", ErrInvalidConfig, id, stream)}
+		}
+		if l.cfg.Shards[id].Kind == scan.KindShardEnd && !t.nodes[id].closed {
+			return &RunError{Stream: stream, Shard: id, Op: "Config", Kind: ErrInvalidConfig,
+				Err: fmt.Errorf("%w: Shards[%s] = SHARD_END: the shard is open in stream %s; SHARD_END skips only a closed shard", ErrInvalidConfig, id, stream)}
+		}
+	}
+	return nil
+}
+
+// resolve resolves the shards of pending at T0, journaled first (or, after
+// a repair of the journal, before its last surviving write), telling the
+// hooks of each shard resolved and each retry.
+func (s *session) resolve(ctx context.Context, pending []string) (results []scan.ShardResult, t0 time.Time, err error) {
+	l, stream := s.l, s.l.cfg.Stream
+	l.log.Info("resolving LATEST", "shards", len(pending))
+	var done atomic.Int64
+	req := scan.Request{Client: s.client, Stream: stream, Shards: pending, Hooks: scan.Hooks{
+		ShardResolved: func(stream string, r scan.ShardResult) {
+			initProgress(s.store)
+			l.hooks.onProgress(InitProgress{Stream: stream, ShardID: r.Shard, Position: r.Position,
+				Done: int(done.Add(1)), Total: len(pending), Calls: r.Stats.Calls, Bytes: r.Stats.Bytes})
+		},
+		Retry: func(e scan.RetryEvent) {
+			initProgress(s.store)
+			l.retried(e.Shard, e.Op, e.Attempt, e.Backoff, e.Err)
+		},
+	}}
+	if m, ok := s.store.(repairMarker); ok && m.repairMark() != nil {
+		// The journal lost decisions: a fresh LATEST could skip records.
+		mark := m.repairMark()
+		if results, err = rewindAfterRepair(stream, pending, mark); err != nil {
+			return nil, time.Time{}, stopError(stream, "", "Load", ErrJournal, err)
+		}
+		l.log.Warn("the journal was repaired: starting the shards to resolve before its last surviving write instead",
+			"shards", len(pending), "last_write", mark.LastWrite, "rewind", RepairRewind)
+	} else {
+		// T0 is journaled before anything is resolved at it.
+		if t0, err = s.startTime(ctx); err != nil {
+			return nil, time.Time{}, err
+		}
+		req.At = t0
+		if results, err = s.resolver.Resolve(ctx, req); err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				return nil, time.Time{}, err
+			}
+			shard := ""
+			var se *scan.ShardError
+			if errors.As(err, &se) {
+				shard = se.Shard
+			}
+			return nil, time.Time{}, &RunError{Stream: stream, Shard: shard, Op: "Resolve", Kind: ErrKinesis, Err: fmt.Errorf("initialisation: %w", err)}
+		}
+	}
+	return results, t0, nil
+}
+
+// reportInitialised tells the Stats, the hooks and the log that the
+// start-up batch is durable: the shards read from now on, and how many of
+// their positions were stored before (reused) rather than resolved.
+func (s *session) reportInitialised(t *topology, stored map[string]ShardProgress, resolved, unanswered int, t0, began time.Time) {
+	l, stream := s.l, s.l.cfg.Stream
 	starts := map[string]scan.Position{}
 	reused := 0
 	for id, n := range t.nodes {
@@ -376,16 +451,8 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	l.stats.setInitialised(true)
 	took := time.Since(began)
 	strategy := s.resolver.Config().Strategy
-	l.hooks.onInit(InitResolved{Stream: stream, Resolved: len(pending), Reused: reused, Strategy: strategy, Unanswered: unanswered, Positions: starts, Duration: took, T0: t0})
-	l.log.Info("initialised", "resolved", len(pending), "strategy", strategy, "unanswered", unanswered, "reused", reused, "reading", len(starts), "took", took)
-	// The topology may have changed while the batch was resolved (a split
-	// or merge of a shard being scanned): list again before reading.
-	if len(pending) > 0 {
-		if err := s.refresh(ctx, t); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	l.hooks.onInit(InitResolved{Stream: stream, Resolved: resolved, Reused: reused, Strategy: strategy, Unanswered: unanswered, Positions: starts, Duration: took, T0: t0})
+	l.log.Info("initialised", "resolved", resolved, "strategy", strategy, "unanswered", unanswered, "reused", reused, "reading", len(starts), "took", took)
 }
 
 // save makes updates durable, then applies them to the topology and tells
@@ -455,183 +522,214 @@ func (s *session) observe(t *topology, shards []types.Shard) ([]ShardProgress, e
 // their parents complete, and lists shards periodically, until gctx ends or
 // a loop fails. It waits for every loop before it returns.
 func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc, t *topology) error {
+	sc := &scheduler{s: s, t: t, gctx: gctx, hctx: hctx, gstop: gstop,
+		done: make(chan shardDone), finished: make(chan struct{}),
+		hint: make(chan struct{}, 1), running: map[string]bool{}}
 	// For a MultiSink one windower batches every shard's pages (window.go).
-	var windows *windower
 	if s.l.multi != nil {
-		windows = newWindower(s, hctx, true)
-		defer s.endWindows(windows)
+		sc.windows = newWindower(s, hctx, true)
+		defer s.endWindows(sc.windows)
 	}
-	done := make(chan shardDone)
-	// finished lets a loop that outlives schedule (abandoned as stuck)
-	// exit without a receiver.
-	finished := make(chan struct{})
-	defer close(finished)
-	hint := make(chan struct{}, 1)
-	running := map[string]bool{}
-	var fatal error
-	stop := func(err error) {
-		if fatal == nil && err != nil {
-			fatal = err
-		}
-		gstop()
-	}
-	stopping := func() bool { return gctx.Err() != nil || fatal != nil }
-	// start runs a loop for every shard whose lease the coordinator
-	// grants among those ready in this host's view (the default: all).
-	start := func() {
-		leases, err := s.m.Acquire(gctx, s.unbounded(t.runnable()))
-		if err != nil {
-			if gctx.Err() == nil {
-				stop(stopError(t.stream, "", "Acquire", ErrJournal, fmt.Errorf("acquiring leases: %w", err)))
-			}
-			return
-		}
-		sinkAt := s.sinkCheckpoints(gctx, leases)
-		for _, ls := range leases {
-			id := ls.Shard()
-			if running[id] || t.nodes[id] == nil {
-				s.release(hctx, ls) // not ours to read (never by the contract)
-				continue
-			}
-			t.apply([]ShardProgress{ls.Progress()}) // where the fleet left it
-			settled, lost, err := s.leaseRewound(gctx, t, ls)
-			if err != nil || lost {
-				s.release(hctx, ls)
-				if err != nil && gctx.Err() == nil {
-					stop(err)
-				}
-				continue
-			}
-			if pos, ok := sinkAt[id]; ok && !settled {
-				t.apply([]ShardProgress{{ShardID: id, Position: pos}}) // or the Sink, if further
-			}
-			if t.nodes[id].State == StateCompleted {
-				s.release(hctx, ls)
-				continue
-			}
-			running[id] = true
-			c := &consumer{s: s, lease: ls, shard: id, from: t.nodes[id].Position, draining: t.nodes[id].State == StateDraining, hint: hint, keys: t.nodes[id].keys, windows: windows}
-			since := s.leaseAcquired(ls, c.from)
-			go func() {
-				lg, lh, unwatch := leaseContexts(gctx, hctx, ls)
-				completed, err := c.run(lg, lh)
-				unwatch()
-				lost := isLost(ls, err)
-				switch {
-				case lost:
-					s.leaseLost(ls, err, since)
-					if isSinkFenced(err) {
-						s.releaseFenced(hctx, ls)
-					}
-				case s.release(hctx, ls):
-					s.leaseReleased(gctx, ls, completed, since)
-				default:
-					s.l.stats.leaseEnded(id, endUncounted) // left to expire; not a handoff
-				}
-				select {
-				case done <- shardDone{id: id, completed: completed, lost: lost, bounded: c.bounded, err: err}:
-				case <-finished:
-				}
-			}()
-		}
-	}
-	start()
+	defer close(sc.finished)
+	sc.start()
 	if s.replayOver(t) {
-		stop(errReplayDone)
+		sc.stop(errReplayDone)
 	}
 	ticker := time.NewTicker(s.l.cfg.ListShardsInterval)
 	defer ticker.Stop()
 	for {
-		if stopping() && len(running) == 0 {
-			return fatal
+		if sc.stopping() && len(sc.running) == 0 {
+			return sc.fatal
 		}
 		select {
-		case d := <-done:
-			delete(running, d.id)
-			switch {
-			case d.lost: // reported by leaseLost
-			case d.err != nil && !(errors.Is(d.err, context.Canceled) && gctx.Err() != nil):
-				stop(s.explain(hctx, d.err))
-			case d.bounded:
-				s.markBound(d.id)
-				if s.replayOver(t) {
-					stop(errReplayDone)
-				}
-			case d.completed && !stopping():
-				t.apply([]ShardProgress{{ShardID: d.id, State: StateCompleted, Position: scan.ShardEnd()}})
-				// A Pause or Close may cancel gctx during this save: that
-				// is a stop, not a failure (the next initialisation
-				// activates the children from the durable COMPLETED).
-				if err := s.save(gctx, t, t.activate()); err != nil {
-					if gctx.Err() == nil {
-						stop(err)
-					}
-					continue
-				}
-				start()
-				if s.replayOver(t) {
-					stop(errReplayDone)
-				}
-			}
+		case d := <-sc.done:
+			sc.finish(d)
 		case <-ticker.C:
-			if stopping() {
-				continue
-			}
-			if err := s.refresh(gctx, t); err != nil && gctx.Err() == nil {
-				stop(err)
-				continue
-			}
-			start()
+			sc.relist(s.refresh)
 		case <-s.m.Wake():
-			if stopping() {
-				continue
-			}
-			if err := s.sync(gctx, t); err != nil && gctx.Err() == nil {
-				stop(err)
-				continue
-			}
-			start()
-		case <-hint:
-			if stopping() {
-				continue
-			}
-			if err := s.refresh(gctx, t); err != nil && gctx.Err() == nil {
-				stop(err)
-				continue
-			}
-			start()
+			sc.relist(s.sync)
+		case <-sc.hint:
+			sc.relist(s.refresh)
 		case <-gctx.Done():
-			// Wait for the loops: they finish their in-flight batch. After
-			// a hard stop, a loop that does not return within stuckGrace
-			// is given up: Run must not hang on a Sink that ignores its
-			// context.
-			hard := hctx.Done()
-			var grace <-chan time.Time
-			for len(running) > 0 {
-				select {
-				case d := <-done:
-					delete(running, d.id)
-					if d.err != nil && !d.lost && !errors.Is(d.err, context.Canceled) && fatal == nil {
-						fatal = d.err
-					}
-				case <-hard:
-					hard = nil
-					timer := time.NewTimer(stuckGrace)
-					defer timer.Stop()
-					grace = timer.C
-				case <-grace:
-					s.seal()
-					stuck := sortedKeys(running)
-					s.l.log.Error("shards did not stop after the hard stop; giving up on them", "shards", stuck, "grace", stuckGrace)
-					// A Deliver (or a hook) that ignores its context: the
-					// destination's failure.
-					return &RunError{Stream: s.l.cfg.Stream, Shard: stuck[0], Op: "Deliver", Kind: ErrSink,
-						Err: &StuckError{Stream: s.l.cfg.Stream, Shards: stuck}}
-				}
-			}
-			return fatal
+			return sc.drain()
 		}
 	}
+}
+
+// scheduler is the state of one session's schedule: the consume loops
+// running, and the first error that stops them all.
+type scheduler struct {
+	s          *session
+	t          *topology
+	gctx, hctx context.Context
+	gstop      context.CancelFunc
+	windows    *windower // a MultiSink's, or nil
+	done       chan shardDone
+	// finished lets a loop that outlives schedule (abandoned as stuck)
+	// exit without a receiver.
+	finished chan struct{}
+	hint     chan struct{} // a loop found its shard closed: list again
+	running  map[string]bool
+	fatal    error
+}
+
+// stop records the first error that stops the session (nil: a stop
+// without failure) and stops every loop gracefully.
+func (sc *scheduler) stop(err error) {
+	if sc.fatal == nil && err != nil {
+		sc.fatal = err
+	}
+	sc.gstop()
+}
+
+func (sc *scheduler) stopping() bool { return sc.gctx.Err() != nil || sc.fatal != nil }
+
+// start runs a loop for every shard whose lease the coordinator grants
+// among those ready in this host's view (the default: all).
+func (sc *scheduler) start() {
+	s, t := sc.s, sc.t
+	leases, err := s.m.Acquire(sc.gctx, s.unbounded(t.runnable()))
+	if err != nil {
+		if sc.gctx.Err() == nil {
+			sc.stop(stopError(t.stream, "", "Acquire", ErrJournal, fmt.Errorf("acquiring leases: %w", err)))
+		}
+		return
+	}
+	sinkAt := s.sinkCheckpoints(sc.gctx, leases)
+	for _, ls := range leases {
+		id := ls.Shard()
+		if sc.running[id] || t.nodes[id] == nil {
+			s.release(sc.hctx, ls) // not ours to read (never by the contract)
+			continue
+		}
+		t.apply([]ShardProgress{ls.Progress()}) // where the fleet left it
+		settled, lost, err := s.leaseRewound(sc.gctx, t, ls)
+		if err != nil || lost {
+			s.release(sc.hctx, ls)
+			if err != nil && sc.gctx.Err() == nil {
+				sc.stop(err)
+			}
+			continue
+		}
+		if pos, ok := sinkAt[id]; ok && !settled {
+			t.apply([]ShardProgress{{ShardID: id, Position: pos}}) // or the Sink, if further
+		}
+		if t.nodes[id].State == StateCompleted {
+			s.release(sc.hctx, ls)
+			continue
+		}
+		sc.running[id] = true
+		sc.launch(ls)
+	}
+}
+
+// launch runs the consume loop of a granted lease's shard in a goroutine
+// that reports to done when the loop returns, after releasing the lease
+// (or reporting it lost).
+func (sc *scheduler) launch(ls Lease) {
+	s, n, id := sc.s, sc.t.nodes[ls.Shard()], ls.Shard()
+	c := &consumer{s: s, lease: ls, shard: id, from: n.Position, draining: n.State == StateDraining, hint: sc.hint, keys: n.keys, windows: sc.windows}
+	since := s.leaseAcquired(ls, c.from)
+	gctx, hctx := sc.gctx, sc.hctx
+	go func() {
+		lg, lh, unwatch := leaseContexts(gctx, hctx, ls)
+		completed, err := c.run(lg, lh)
+		unwatch()
+		lost := isLost(ls, err)
+		switch {
+		case lost:
+			s.leaseLost(ls, err, since)
+			if isSinkFenced(err) {
+				s.releaseFenced(hctx, ls)
+			}
+		case s.release(hctx, ls):
+			s.leaseReleased(gctx, ls, completed, since)
+		default:
+			s.l.stats.leaseEnded(id, endUncounted) // left to expire; not a handoff
+		}
+		select {
+		case sc.done <- shardDone{id: id, completed: completed, lost: lost, bounded: c.bounded, err: err}:
+		case <-sc.finished:
+		}
+	}()
+}
+
+// finish handles a loop's return: a failure stops the session, a shard
+// read to the bound of a replay is marked, and a completed shard is saved
+// COMPLETED, which may make its children ready.
+func (sc *scheduler) finish(d shardDone) {
+	s, t := sc.s, sc.t
+	delete(sc.running, d.id)
+	switch {
+	case d.lost: // reported by leaseLost
+	case d.err != nil && !(errors.Is(d.err, context.Canceled) && sc.gctx.Err() != nil):
+		sc.stop(s.explain(sc.hctx, d.err))
+	case d.bounded:
+		s.markBound(d.id)
+		if s.replayOver(t) {
+			sc.stop(errReplayDone)
+		}
+	case d.completed && !sc.stopping():
+		t.apply([]ShardProgress{{ShardID: d.id, State: StateCompleted, Position: scan.ShardEnd()}})
+		// A Pause or Close may cancel gctx during this save: that is a
+		// stop, not a failure (the next initialisation activates the
+		// children from the durable COMPLETED).
+		if err := s.save(sc.gctx, t, t.activate()); err != nil {
+			if sc.gctx.Err() == nil {
+				sc.stop(err)
+			}
+			return
+		}
+		sc.start()
+		if s.replayOver(t) {
+			sc.stop(errReplayDone)
+		}
+	}
+}
+
+// relist brings the topology up to date (refresh: list the shards; sync:
+// load what other hosts committed) and starts what became ready.
+func (sc *scheduler) relist(update func(context.Context, *topology) error) {
+	if sc.stopping() {
+		return
+	}
+	if err := update(sc.gctx, sc.t); err != nil && sc.gctx.Err() == nil {
+		sc.stop(err)
+		return
+	}
+	sc.start()
+}
+
+// drain waits, after a stop, for the loops: they finish their in-flight
+// batch. After a hard stop, a loop that does not return within stuckGrace
+// is given up: Run must not hang on a Sink that ignores its context.
+func (sc *scheduler) drain() error {
+	s := sc.s
+	hard := sc.hctx.Done()
+	var grace <-chan time.Time
+	for len(sc.running) > 0 {
+		select {
+		case d := <-sc.done:
+			delete(sc.running, d.id)
+			if d.err != nil && !d.lost && !errors.Is(d.err, context.Canceled) && sc.fatal == nil {
+				sc.fatal = d.err
+			}
+		case <-hard:
+			hard = nil
+			timer := time.NewTimer(stuckGrace)
+			defer timer.Stop()
+			grace = timer.C
+		case <-grace:
+			s.seal()
+			stuck := sortedKeys(sc.running)
+			s.l.log.Error("shards did not stop after the hard stop; giving up on them", "shards", stuck, "grace", stuckGrace)
+			// A Deliver (or a hook) that ignores its context: the
+			// destination's failure.
+			return &RunError{Stream: s.l.cfg.Stream, Shard: stuck[0], Op: "Deliver", Kind: ErrSink,
+				Err: &StuckError{Stream: s.l.cfg.Stream, Shards: stuck}}
+		}
+	}
+	return sc.fatal
 }
 
 // sync merges the shared progress into the topology when other hosts
@@ -674,4 +772,302 @@ func (s *session) release(hctx context.Context, ls Lease) bool {
 		return false
 	}
 	return true
+}
+
+// The shard audit of a fleet: a shard Kinesis lists, that the fleet's
+// shared progress held, and whose entry is gone (deleted by hand from the
+// table) would never be granted to any host again, and no host would say
+// why. The Loader notices it, and recovers it from a TransactionalSink's
+// checkpoint, or stops naming it ([MissingShardError]).
+//
+// audit compares the shared progress a fleet loaded (stored) with the
+// topology: a tracked shard that Kinesis lists, that is not COMPLETED,
+// that this session saw stored, and that stored lacks now, is missing. It
+// is saved again from the Sink's checkpoint when a TransactionalSink holds
+// one; otherwise audit returns a [*MissingShardError].
+//
+// At initialisation (a host starting) nothing was seen stored yet: a
+// listed shard with no progress, none of whose parents has any, in a
+// stream whose progress holds others, was there when the stream was
+// initialised (or the selection was widened to it): its item may have
+// been deleted. It starts at TRIM_HORIZON, as a shard born later (records
+// may be delivered again, none is lost); audit says so in the log. (With
+// a TransactionalSink its checkpoint was merged already.)
+func (s *session) audit(ctx context.Context, t *topology, stored map[string]ShardProgress, initialising bool) error {
+	if !s.shared || len(stored) == 0 {
+		return nil
+	}
+	var missing, orphans []string
+	for id, n := range t.nodes {
+		if _, ok := stored[id]; ok || !n.listed || n.State == StateCompleted || !t.tracked(id) {
+			continue
+		}
+		switch {
+		case n.saved != 0 && !initialising:
+			missing = append(missing, id)
+		case initialising && !slices.ContainsFunc(n.Parents, func(p string) bool { _, ok := stored[p]; return ok }):
+			if _, selected := t.selected[id]; !selected {
+				orphans = append(orphans, id)
+			}
+		}
+	}
+	if len(orphans) > 0 {
+		slices.Sort(orphans)
+		s.l.log.Warn("shards listed by Kinesis have no progress in the fleet's table, nor have their parents, though the stream's progress holds others: "+
+			"if their items were deleted by hand they are read from TRIM_HORIZON (records delivered again); restore them from an export to resume where they were",
+			"shards", orphans)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	var cps map[string]scan.Position
+	if s.l.tx != nil {
+		cctx, cancel := context.WithTimeout(ctx, s.l.cfg.CallTimeout)
+		var err error
+		cps, err = s.l.tx.Checkpoints(cctx, t.stream)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			return stopError(t.stream, missing[0], "Checkpoints", ErrSink, fmt.Errorf("loading the sink's checkpoints to recover shards missing from the fleet's table: %w", err))
+		}
+	}
+	var recover []ShardProgress
+	var lost []string
+	for _, id := range missing {
+		pos, ok := cps[id]
+		if !ok || pos.Validate() != nil || pos.Kind == scan.KindLatest {
+			lost = append(lost, id)
+			continue
+		}
+		u := ShardProgress{ShardID: id, Parents: t.nodes[id].Parents, Position: pos, State: StateActive}
+		if pos.Kind == scan.KindShardEnd {
+			u.State = StateCompleted
+		}
+		recover = append(recover, u)
+	}
+	if len(lost) > 0 {
+		return stopError(t.stream, lost[0], "Load", ErrJournal, &MissingShardError{Stream: t.stream, Shards: lost})
+	}
+	s.l.log.Warn("shards missing from the fleet's table (deleted by hand?): saved again from the TransactionalSink's checkpoints", "shards", missing)
+	return s.save(ctx, t, recover)
+}
+
+// keepStart makes t0 the pending T0 of the stream, unless one is pending
+// already (the store's, or this Run's in memory): durably when the store
+// is a [StartStore] (the first run's first write), in memory otherwise.
+func (s *session) keepStart(ctx context.Context, t0 time.Time) error {
+	stream := s.l.cfg.Stream
+	ss, durable := s.store.(StartStore)
+	if !durable {
+		if s.t0.IsZero() {
+			s.t0 = t0
+		}
+		return nil
+	}
+	got, err := ss.SaveStart(ctx, stream, t0)
+	if err != nil {
+		return stopError(stream, "", "SaveStart", ErrJournal, fmt.Errorf("saving the start time: %w", err))
+	}
+	s.t0 = got
+	s.l.log.Info("start time", "t0", got, "journaled", true)
+	return nil
+}
+
+// startTime returns the T0 of this start-up: the pending one, if the store
+// kept one (the first run's, saved with the stream's identity), or the one
+// an earlier attempt of this Run took, or else Kinesis's clock when this
+// Run began (s.began, by this host's monotonic clock: a later start-up
+// with shards to resolve, such as a widened selection, or a fleet's whose
+// init item, which held T0, was deleted by hand), journaled before it is
+// used. The Run's start, not this start-up's: a start-up may begin long
+// after the Run (a host that waited for a fleet's initialisation lock), and
+// the records that arrived in between must not be taken for "before the
+// start".
+func (s *session) startTime(ctx context.Context) (time.Time, error) {
+	began := s.began
+	stream := s.l.cfg.Stream
+	ss, durable := s.store.(StartStore)
+	if durable {
+		t0, ok, err := ss.LoadStart(ctx, stream)
+		if err != nil {
+			return time.Time{}, stopError(stream, "", "LoadStart", ErrJournal, fmt.Errorf("loading the start time: %w", err))
+		}
+		if ok {
+			if !t0.Equal(s.t0) {
+				s.l.log.Info("resolving LATEST at the start time of an earlier start-up", "t0", t0)
+			}
+			s.t0 = t0
+			return t0, nil
+		}
+	}
+	if !s.t0.IsZero() {
+		// An earlier attempt of this start-up took T0 (and failed): a
+		// retried batch resolves at the same T0, also when the store
+		// cannot keep it.
+		return s.t0, nil
+	}
+	now, err := s.resolver.Now(ctx, s.client, stream)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return time.Time{}, err
+		}
+		return time.Time{}, stopError(stream, "", "ListShards", ErrKinesis, fmt.Errorf("initialisation: reading Kinesis's clock: %w", err))
+	}
+	t0 := now.Add(-time.Since(began)).Truncate(time.Millisecond)
+	if durable {
+		if t0, err = ss.SaveStart(ctx, stream, t0); err != nil {
+			return time.Time{}, stopError(stream, "", "SaveStart", ErrJournal, fmt.Errorf("saving the start time: %w", err))
+		}
+	}
+	s.t0 = t0
+	s.l.log.Info("start time", "t0", t0, "journaled", durable)
+	return t0, nil
+}
+
+// clearStart forgets a pending T0 once nothing is left to resolve at it.
+func (s *session) clearStart(ctx context.Context) error {
+	s.t0 = time.Time{}
+	ss, ok := s.store.(StartStore)
+	if !ok {
+		return nil
+	}
+	if err := ss.ClearStart(ctx, s.l.cfg.Stream); err != nil {
+		return stopError(s.l.cfg.Stream, "", "ClearStart", ErrJournal, fmt.Errorf("clearing the start time: %w", err))
+	}
+	return nil
+}
+
+// startStoreParallelism bounds the concurrent Deliver calls that hand the
+// starts of initialisation to a TransactionalSink.
+const startStoreParallelism = 16
+
+// storeStarts hands a [TransactionalSink] the start of every shard that it
+// holds no checkpoint for (inSink), each as a Batch with no records whose
+// Checkpoint is the start, so that the Sink alone knows where every shard
+// starts: a lost or deleted journal then never makes the Loader resolve
+// LATEST again, later. It runs after the initialisation batch is journaled
+// (a crash before it is done is repaired by the next initialisation, from
+// the journal) and before any shard is read.
+func (s *session) storeStarts(ctx context.Context, t *topology, inSink map[string]bool) (int, error) {
+	if s.l.tx == nil {
+		return 0, nil
+	}
+	// In a fleet's later generation, above every epoch of the earlier
+	// ones: see StartEpocher.
+	var epoch uint64
+	if se, ok := s.m.(StartEpocher); ok {
+		epoch = se.StartEpoch()
+	}
+	var batches []Batch
+	for _, id := range sortedKeys(t.nodes) {
+		n := t.nodes[id]
+		if !n.listed || !t.tracked(id) || inSink[id] || n.Position.Kind == 0 || n.Position.Kind == scan.KindLatest {
+			continue
+		}
+		batches = append(batches, Batch{Stream: t.stream, ShardID: id, Checkpoint: n.Position, Epoch: epoch})
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(startStoreParallelism)
+	for _, b := range batches {
+		g.Go(func() error {
+			_, err := s.deliverRetrying(gctx, b, nil)
+			initProgress(s.store)
+			if isSinkFenced(err) {
+				// No lease was given for a start batch: a refusal as
+				// from a lost one is the Sink's failure, not the loss
+				// of the fleet's initialisation lock.
+				return &RunError{Stream: b.Stream, Shard: b.ShardID, Op: "Deliver", Kind: ErrSink,
+					Err: fmt.Errorf("the sink refused the start batch (checkpoint %v, epoch %d) as delivered under a lost lease: does it hold the shard under an epoch of another lease table?: %w",
+						b.Checkpoint, b.Epoch, err)}
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, err
+	}
+	return len(batches), nil
+}
+
+// prune drops from the store and the topology every shard prunable
+// returns, when the store is a [Pruner]. Called after a complete
+// ListShards result was observed and its updates saved.
+func (s *session) prune(ctx context.Context, t *topology) error {
+	p, ok := s.store.(Pruner)
+	if !ok {
+		return nil
+	}
+	ids := t.prunable()
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := p.Prune(ctx, t.stream, ids); err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return err
+		}
+		return &RunError{Stream: t.stream, Op: "Prune", Kind: ErrJournal, Err: fmt.Errorf("pruning %d completed shards: %w", len(ids), err)}
+	}
+	for _, id := range ids {
+		delete(t.nodes, id)
+	}
+	s.l.log.Debug("pruned completed shards no longer listed", "shards", len(ids))
+	return nil
+}
+
+// listShards lists the shards, retrying transient failures as
+// [session.callKinesis] does; a listing that fails part-way starts again
+// from its first page (a NextToken may expire while the Loader waits).
+func (s *session) listShards(ctx context.Context) ([]types.Shard, error) {
+	var shards []types.Shard
+	err := s.callKinesis(ctx, "", "ListShards", func(ctx context.Context) (err error) {
+		shards, err = listShards(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
+		return err
+	})
+	return shards, err
+}
+
+// sinkCheckpoints returns, for the shards of leases just granted in a
+// fleet, the checkpoints a [TransactionalSink] holds: one Checkpoints call
+// per acquisition round, none without a fleet (the Sink's checkpoints were
+// merged at initialisation and only this process moves them) or without
+// a TransactionalSink. A shard then resumes from the furthest of its
+// lease's progress and the Sink's checkpoint, so a new owner does not read
+// again what the Sink already stored (a coordinator whose commits lag, as
+// with a CheckpointInterval, or a host that stored a batch but died before
+// its commit). It is an optimisation: a Sink that keeps the contract of
+// [TransactionalSink] stores nothing twice without it. So a failure is
+// logged and the leases' progress stands. SHARD_END is left out: the
+// shard's loop reads to its end and commits COMPLETED, which the fleet
+// needs to release its children, while the Sink stores nothing again.
+func (s *session) sinkCheckpoints(ctx context.Context, leases []Lease) map[string]scan.Position {
+	l := s.l
+	if l.tx == nil || !s.shared || len(leases) == 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
+	defer cancel()
+	cps, err := l.tx.Checkpoints(cctx, l.cfg.Stream)
+	if err != nil {
+		if ctx.Err() == nil { // not stopping (a call that timed out is logged)
+			l.log.Warn("loading the sink's checkpoints for the leases acquired; resuming from the fleet's progress", "err", err)
+		}
+		return nil
+	}
+	out := make(map[string]scan.Position, len(leases))
+	for _, ls := range leases {
+		id := ls.Shard()
+		pos, ok := cps[id]
+		if !ok || pos.Kind == scan.KindShardEnd {
+			continue
+		}
+		if err := pos.Validate(); err != nil || pos.Kind == scan.KindLatest {
+			l.log.Warn("the sink's checkpoint is not a position; resuming from the fleet's progress", "shard", id, "checkpoint", pos, "err", err)
+			continue
+		}
+		out[id] = pos
+	}
+	return out
 }

@@ -2,8 +2,6 @@ package kinesisload
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/tidemark/tidemark/scan"
@@ -93,89 +91,4 @@ func (s *JournalStore) ClearStart(ctx context.Context, stream string) error {
 	rec := storeRecord{Stream: stream, T0Done: true, Gen: s.gen(stream)}
 	s.mu.Unlock()
 	return s.write(ctx, stream, rec)
-}
-
-// keepStart makes t0 the pending T0 of the stream, unless one is pending
-// already (the store's, or this Run's in memory): durably when the store
-// is a [StartStore] (the first run's first write), in memory otherwise.
-func (s *session) keepStart(ctx context.Context, t0 time.Time) error {
-	stream := s.l.cfg.Stream
-	ss, durable := s.store.(StartStore)
-	if !durable {
-		if s.t0.IsZero() {
-			s.t0 = t0
-		}
-		return nil
-	}
-	got, err := ss.SaveStart(ctx, stream, t0)
-	if err != nil {
-		return stopError(stream, "", "SaveStart", ErrJournal, fmt.Errorf("saving the start time: %w", err))
-	}
-	s.t0 = got
-	s.l.log.Info("start time", "t0", got, "journaled", true)
-	return nil
-}
-
-// startTime returns the T0 of this start-up: the pending one, if the store
-// kept one (the first run's, saved with the stream's identity), or the one
-// an earlier attempt of this Run took, or else Kinesis's clock when this
-// Run began (s.began, by this host's monotonic clock: a later start-up
-// with shards to resolve, such as a widened selection, or a fleet's whose
-// init item, which held T0, was deleted by hand), journaled before it is
-// used. The Run's start, not this start-up's: a start-up may begin long
-// after the Run (a host that waited for a fleet's initialisation lock), and
-// the records that arrived in between must not be taken for "before the
-// start".
-func (s *session) startTime(ctx context.Context) (time.Time, error) {
-	began := s.began
-	stream := s.l.cfg.Stream
-	ss, durable := s.store.(StartStore)
-	if durable {
-		t0, ok, err := ss.LoadStart(ctx, stream)
-		if err != nil {
-			return time.Time{}, stopError(stream, "", "LoadStart", ErrJournal, fmt.Errorf("loading the start time: %w", err))
-		}
-		if ok {
-			if !t0.Equal(s.t0) {
-				s.l.log.Info("resolving LATEST at the start time of an earlier start-up", "t0", t0)
-			}
-			s.t0 = t0
-			return t0, nil
-		}
-	}
-	if !s.t0.IsZero() {
-		// An earlier attempt of this start-up took T0 (and failed): a
-		// retried batch resolves at the same T0, also when the store
-		// cannot keep it.
-		return s.t0, nil
-	}
-	now, err := s.resolver.Now(ctx, s.client, stream)
-	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return time.Time{}, err
-		}
-		return time.Time{}, stopError(stream, "", "ListShards", ErrKinesis, fmt.Errorf("initialisation: reading Kinesis's clock: %w", err))
-	}
-	t0 := now.Add(-time.Since(began)).Truncate(time.Millisecond)
-	if durable {
-		if t0, err = ss.SaveStart(ctx, stream, t0); err != nil {
-			return time.Time{}, stopError(stream, "", "SaveStart", ErrJournal, fmt.Errorf("saving the start time: %w", err))
-		}
-	}
-	s.t0 = t0
-	s.l.log.Info("start time", "t0", t0, "journaled", durable)
-	return t0, nil
-}
-
-// clearStart forgets a pending T0 once nothing is left to resolve at it.
-func (s *session) clearStart(ctx context.Context) error {
-	s.t0 = time.Time{}
-	ss, ok := s.store.(StartStore)
-	if !ok {
-		return nil
-	}
-	if err := ss.ClearStart(ctx, s.l.cfg.Stream); err != nil {
-		return stopError(s.l.cfg.Stream, "", "ClearStart", ErrJournal, fmt.Errorf("clearing the start time: %w", err))
-	}
-	return nil
 }
