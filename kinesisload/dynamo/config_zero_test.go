@@ -38,5 +38,3 @@ func TestConfigLiteralZeroValuesAreTheDefaults(t *testing.T) {
 		t.Error("the zero Config (no Table) was accepted")
 	}
 }
-
-
