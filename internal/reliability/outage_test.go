@@ -75,7 +75,7 @@ func outage(t *testing.T, r *inproc, proxy *faultproxy.Proxy, window time.Durati
 // catches up: every record written after its initialisation is delivered,
 // in shard order. The window is 20 s; 2 minutes with -reliability.long.
 func TestOutage(t *testing.T) {
-	window := 20 * time.Second
+	window := 10 * time.Second
 	if longForm() {
 		window = 2 * time.Minute
 	}

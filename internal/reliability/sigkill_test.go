@@ -37,7 +37,7 @@ func TestSIGKILLLoop(t *testing.T) { sigkillLoop(t, false) }
 func TestSIGKILLLoopFanOut(t *testing.T) { sigkillLoop(t, true) }
 
 func sigkillLoop(t *testing.T, fanOut bool) {
-	kills := 10
+	kills := 6
 	if longForm() {
 		kills = 100
 	}
