@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
@@ -35,7 +36,9 @@ func TestListShardsWithNoOutputIsRetried(t *testing.T) {
 	c := &nilListClient{Client: s.f}
 	c.left.Store(6)
 	rec := newRecorder()
-	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon()},
+	// Six retries at the default backoff wait half a minute; the retry,
+	// not the wait, is what is checked.
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon(), KinesisMaxBackoff: 100 * time.Millisecond},
 		WithClient(c), WithStore(memStore(t, journal.NewMemory())))
 	want := map[string]bool{"a": true, "b": true}
 	for len(want) > 0 {

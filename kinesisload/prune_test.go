@@ -104,9 +104,6 @@ func snapshotShards(t *testing.T, j journal.Journal, stream string) int {
 // the shards Kinesis still lists, not one more per day, and the snapshot
 // stays as small. Nothing put on any day's shards is lost.
 func TestPruneKeepsAYearOfDailyReshardsBounded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("365 modelled days")
-	}
 	store, j, stream := reshardDaily(t, 365)
 	// Listed now: yesterday's shards (closed today) and today's: at most
 	// 4 + 4. Wait for the listing that follows the last reshard.

@@ -58,13 +58,22 @@ func (c *crashingJournal) Append(ctx context.Context, recs ...[]byte) (uint64, e
 // journal write, before it is durable and after (the Sink's transaction
 // done, the commit lost, or landed but unanswered), then a restart on
 // what survived: every record is stored exactly once, in shard order,
-// the parent's records and its children's included.
+// the parent's records and its children's included. With -short, each
+// point crashes once: before its write is durable at odd points, after it
+// at even ones.
 func TestWindowsExactlyOnceThroughCrashes(t *testing.T) {
 	points := 0
 	for failAt := 1; ; failAt++ {
-		before := windowCrashScenario(t, failAt, false)
-		after := windowCrashScenario(t, failAt, true)
-		if !before && !after {
+		var reached bool
+		switch {
+		case !testing.Short():
+			before := windowCrashScenario(t, failAt, false)
+			after := windowCrashScenario(t, failAt, true)
+			reached = before || after
+		default:
+			reached = windowCrashScenario(t, failAt, failAt%2 == 0)
+		}
+		if !reached {
 			break
 		}
 		points++
@@ -72,7 +81,7 @@ func TestWindowsExactlyOnceThroughCrashes(t *testing.T) {
 	if points < 6 {
 		t.Fatalf("only %d crash points: the scenario should write the journal more often", points)
 	}
-	t.Logf("%d crash points, each before and after the write is durable", points)
+	t.Logf("%d crash points (short: %v)", points, testing.Short())
 }
 
 // windowCrashScenario runs a Loader that crashes at the failAt-th journal

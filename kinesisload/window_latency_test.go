@@ -93,10 +93,14 @@ func TestWindowLatencyBound(t *testing.T) {
 					time.Sleep(10 * time.Millisecond)
 				}
 				// The producer: a record on each shard every gap (with a
-				// jitter), for 40 s.
+				// jitter), for 40 s (10 s with -short).
+				produce := 40 * time.Second
+				if testing.Short() {
+					produce = 10 * time.Second
+				}
 				rng := rand.New(rand.NewPCG(1, 2))
 				put := 0
-				for end := time.Now().Add(40 * time.Second); time.Now().Before(end); {
+				for end := time.Now().Add(produce); time.Now().Before(end); {
 					for sh := range shards {
 						_, err := f.PutRecord(context.Background(), &kinesis.PutRecordInput{StreamName: aws.String("orders"),
 							PartitionKey: aws.String(fmt.Sprint(sh)), ExplicitHashKey: aws.String(hashKeyOf(t, f, sh)), Data: []byte("x")})

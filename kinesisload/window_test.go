@@ -159,19 +159,26 @@ var windowModes = []struct {
 	name string
 	mode ReadMode
 	set  func(*Config)
+	// short: run with -short too (one of each kind: per shard, across
+	// shards, fan-out); the others only without -short.
+	short bool
 }{
-	{"records+wait", ReadPolling, func(c *Config) { c.MaxBatchRecords, c.MaxBatchWait = 3, 20*time.Millisecond }},
-	{"nowait", ReadPolling, func(c *Config) { c.MaxBatchRecords = 4 }},
-	{"multi", ReadPolling, func(c *Config) { c.Sink, c.MaxBatchWait = asMulti(c.Sink), 10*time.Millisecond }},
-	{"multi-nowait", ReadPolling, func(c *Config) { c.Sink = asMulti(c.Sink) }},
-	{"fan-out/records+wait", ReadFanOut, func(c *Config) { c.MaxBatchRecords, c.MaxBatchWait = 3, 20*time.Millisecond }},
-	{"fan-out/multi", ReadFanOut, func(c *Config) { c.Sink, c.MaxBatchBytes, c.MaxBatchWait = asMulti(c.Sink), 64, 10*time.Millisecond }},
+	{"records+wait", ReadPolling, func(c *Config) { c.MaxBatchRecords, c.MaxBatchWait = 3, 20*time.Millisecond }, true},
+	{"nowait", ReadPolling, func(c *Config) { c.MaxBatchRecords = 4 }, false},
+	{"multi", ReadPolling, func(c *Config) { c.Sink, c.MaxBatchWait = asMulti(c.Sink), 10*time.Millisecond }, true},
+	{"multi-nowait", ReadPolling, func(c *Config) { c.Sink = asMulti(c.Sink) }, false},
+	{"fan-out/records+wait", ReadFanOut, func(c *Config) { c.MaxBatchRecords, c.MaxBatchWait = 3, 20*time.Millisecond }, false},
+	{"fan-out/multi", ReadFanOut, func(c *Config) { c.Sink, c.MaxBatchBytes, c.MaxBatchWait = asMulti(c.Sink), 64, 10*time.Millisecond }, true},
 }
 
 // TestWindowGuarantees runs the guarantee tests with windows: per shard,
-// and across shards with a MultiSink, in both read modes.
+// and across shards with a MultiSink, in both read modes (with -short,
+// one mode of each kind).
 func TestWindowGuarantees(t *testing.T) {
 	for _, m := range windowModes {
+		if testing.Short() && !m.short {
+			continue
+		}
 		for _, g := range guaranteeTests {
 			t.Run(m.name+"/"+g.name, func(t *testing.T) {
 				old := testWindows

@@ -4,16 +4,26 @@
 # On a machine with Go, Node 20 and npm it installs the pinned Kinesis
 # emulators (scripts/install-emulators.sh), then for every Go module in the
 # repository (the root and any sub-module with its own go.mod, e.g. under
-# examples/) runs go vet, staticcheck and go test -race; gofmt -l must print
-# nothing. The modules build from their directories through go.work; the
+# examples/) runs go vet, staticcheck and go test -race -short; gofmt -l
+# must print nothing. The modules build from their directories through go.work; the
 # module proxy check (scripts/proxycheck.sh) builds a user of the published
 # modules from outside the repository, as after a release. The Go tests
 # start and stop the emulators themselves (internal/emulator); this script
 # starts no daemon, and on exit kills any emulator still running from this
 # checkout's cache as a safety net.
 #
+# The default run is the short one (go test -short), as CI runs it: the
+# tests that model big streams, long kill loops and long outages run a
+# smaller form of themselves (each says so in its comment). `bash
+# scripts/test.sh --full` (or TIDEMARK_TEST=full) runs their full forms:
+# tens of minutes. Longer still, behind their own flags: the reliability
+# kill loops' long form (TIDEMARK_RELIABILITY=long), the simulation's big
+# budgets (-sim.seeds, -sim.for; docs/testing.md) and the benchmarks.
+# Either way a test never skips for want of an emulator or PostgreSQL:
+# TIDEMARK_REQUIRE_SERVICES=1 makes a missing one a failure.
+#
 # Every step runs even after a failure; the summary at the end lists them
-# all, and the exit status is non-zero if any failed.
+# all with their times, and the exit status is non-zero if any failed.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,6 +36,7 @@ emulator_dir="${TIDEMARK_EMULATOR_DIR:-$root/.cache/emulators}"
 # emulators (internal/emulator passes the environment on).
 TIDEMARK_TEST_RUN="$$-$(date +%s%N)"
 export TIDEMARK_TEST_RUN
+export TIDEMARK_REQUIRE_SERVICES=1
 
 # kill_leftovers kills what this run's tests started and should have
 # stopped: node processes running in this checkout's emulator cache, and
@@ -97,6 +108,15 @@ in_dir() {
 # main is the run; bash reads a function whole before it runs it, so
 # editing this file during a run does not change that run.
 main() {
+	full=0
+	case "${1:-${TIDEMARK_TEST:-}}" in
+	"" | short) ;;
+	--full | full) full=1 ;;
+	*)
+		echo "test.sh: unknown argument ${1@Q}; usage: bash scripts/test.sh [--full]" >&2
+		exit 2
+		;;
+	esac
 	echo "test.sh: $(go version); node $(node --version 2>/dev/null || echo missing); npm $(npm --version 2>/dev/null || echo missing)"
 
 	step "install emulators" bash scripts/install-emulators.sh
@@ -107,22 +127,25 @@ main() {
 	# a local module proxy of it: no workspace, no replace (docs/releasing.md).
 	step "module proxy check" bash scripts/proxycheck.sh
 
-	# Every module: the root first, then sub-modules in a stable order.
-	local modules mod label
-	mapfile -t modules < <(find . \( -name .git -o -name .cache -o -name node_modules -o -name testdata \) -prune -o -name go.mod -print |
-		sed 's|/go.mod$||' | LC_ALL=C sort)
-	for mod in "${modules[@]}"; do
-		label=${mod#./}
-		[[ "$mod" == . ]] && label="root module"
-		step "go vet ($label)" in_dir "$mod" go vet ./...
-		step "staticcheck $staticcheck_version ($label)" in_dir "$mod" go run "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version" ./...
-		step "go test -race ($label)" in_dir "$mod" go test -race -count=1 -timeout=10m ./...
-		if [[ "$mod" == . ]]; then
-			# The race run above takes 150 seeds of the simulation; the
-			# full budget runs without -race, several times faster.
-			step "simulation, 1,500 seeds (internal/sim)" go test -count=1 -timeout=10m ./internal/sim
-		fi
-	done
+	# Every module of the workspace in one go command each (go.work): the
+	# root's packages and every sub-module's, so that the packages of all
+	# modules share the two cores (a test waiting on an emulator leaves
+	# the CPU to another package's).
+	local patterns=(./...) mod
+	while read -r mod; do
+		patterns+=("./${mod#./}/...")
+	done < <(find . \( -name .git -o -name .cache -o -name node_modules -o -name testdata \) -prune -o -name go.mod -print |
+		sed 's|/go.mod$||' | grep -vx '\.' | LC_ALL=C sort)
+	step "go vet (every module)" go vet "${patterns[@]}"
+	step "staticcheck $staticcheck_version (every module)" go run "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version" "${patterns[@]}"
+	if ((full)); then
+		step "go test -race (every module, full)" go test -race -count=1 -timeout=20m "${patterns[@]}"
+	else
+		step "go test -race -short (every module)" go test -race -short -count=1 -timeout=10m "${patterns[@]}"
+	fi
+	# The race run above takes 150 seeds of the simulation; the full
+	# budget runs without -race, several times faster.
+	step "simulation, 1,500 seeds (internal/sim)" go test -count=1 -timeout=10m ./internal/sim
 
 	echo
 	echo "==> summary ($((SECONDS - start_all))s)"

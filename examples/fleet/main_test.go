@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 func TestRun(t *testing.T) {
 	var out bytes.Buffer
 	err := run(context.Background(), &out, []string{"-timeout", "2m"})
-	if errors.Is(err, emulator.ErrNotInstalled) && testing.Short() {
+	if errors.Is(err, emulator.ErrNotInstalled) && emulator.Optional() {
 		t.Skip(err)
 	}
 	t.Logf("output:\n%s", out.String())
@@ -67,7 +67,7 @@ func TestRun(t *testing.T) {
 // deadline, and stops what it started.
 func TestRunTimeout(t *testing.T) {
 	err := run(context.Background(), &bytes.Buffer{}, []string{"-timeout", "1ms"})
-	if errors.Is(err, emulator.ErrNotInstalled) && testing.Short() {
+	if errors.Is(err, emulator.ErrNotInstalled) && emulator.Optional() {
 		t.Skip(err)
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {

@@ -113,12 +113,13 @@ type Emulator struct {
 // SIGKILL after a short grace) with tb.Cleanup. When the test fails, the
 // emulator's output is logged.
 //
-// When the emulators are not installed, Start skips the test if
-// testing.Short() and fails it otherwise, naming the install script.
+// When the emulators are not installed, Start skips the test if they are
+// optional ([Optional]: testing.Short() outside the test command) and
+// fails it otherwise, naming the install script.
 func Start(tb testing.TB, kind Kind) *Emulator {
 	tb.Helper()
 	e, err := Launch(kind, tb.TempDir())
-	if errors.Is(err, ErrNotInstalled) && testing.Short() {
+	if errors.Is(err, ErrNotInstalled) && Optional() {
 		tb.Skip(err)
 	}
 	if err != nil {
@@ -133,6 +134,18 @@ func Start(tb testing.TB, kind Kind) *Emulator {
 		}
 	})
 	return e
+}
+
+// EnvRequired names the environment variable that makes the services the
+// tests start (the emulators, and PostgreSQL in kinesisload/pgsink)
+// required even with -short: scripts/test.sh sets it to 1, so that its
+// short run fails, rather than skips, a test whose service is missing.
+const EnvRequired = "TIDEMARK_REQUIRE_SERVICES"
+
+// Optional reports whether a test may skip when the emulators are not
+// installed: with -short, unless [EnvRequired] is set.
+func Optional() bool {
+	return testing.Short() && os.Getenv(EnvRequired) == ""
 }
 
 // ErrNotInstalled is wrapped by [Launch]'s error when the emulators (or

@@ -112,25 +112,35 @@ func TestWaitStreamActive(t *testing.T) {
 }
 
 // TestNotInstalled checks what Start does without an install: fail the
-// test, naming the install script, or under -short skip it.
+// test, naming the install script, or under -short skip it, unless the
+// emulators are required (EnvRequired, as the test command sets).
 func TestNotInstalled(t *testing.T) {
-	t.Setenv(EnvDir, t.TempDir())
-	rec := &recordTB{TB: t}
-	done := make(chan struct{})
-	go func() { // Fatal and Skip end the goroutine with runtime.Goexit
-		defer close(done)
-		Start(rec, Kinesalite)
-	}()
-	<-done
-	want := "fatal"
-	if testing.Short() {
-		want = "skip"
-	}
-	if rec.outcome != want {
-		t.Fatalf("Start without an install (short=%v): outcome %q, want %q", testing.Short(), rec.outcome, want)
-	}
-	if !strings.Contains(rec.msg, InstallScript) {
-		t.Errorf("message %q does not name %s", rec.msg, InstallScript)
+	for _, required := range []bool{false, true} {
+		t.Run(fmt.Sprintf("required=%v", required), func(t *testing.T) {
+			t.Setenv(EnvDir, t.TempDir())
+			if required {
+				t.Setenv(EnvRequired, "1")
+			} else {
+				t.Setenv(EnvRequired, "")
+			}
+			rec := &recordTB{TB: t}
+			done := make(chan struct{})
+			go func() { // Fatal and Skip end the goroutine with runtime.Goexit
+				defer close(done)
+				Start(rec, Kinesalite)
+			}()
+			<-done
+			want := "fatal"
+			if testing.Short() && !required {
+				want = "skip"
+			}
+			if rec.outcome != want {
+				t.Fatalf("Start without an install (short=%v, required=%v): outcome %q, want %q", testing.Short(), required, rec.outcome, want)
+			}
+			if !strings.Contains(rec.msg, InstallScript) {
+				t.Errorf("message %q does not name %s", rec.msg, InstallScript)
+			}
+		})
 	}
 }
 

@@ -28,7 +28,7 @@ func RunNode(tb testing.TB, script string, stdin []byte) []byte {
 	}
 	if err != nil {
 		msg := fmt.Sprintf("emulator: the npm packages are not installed (%v); run `bash %s` (or set %s)", err, InstallScript, EnvDir)
-		if testing.Short() {
+		if Optional() {
 			tb.Skip(msg)
 		}
 		tb.Fatal(msg)

@@ -84,12 +84,14 @@ func isExec(p string) bool {
 
 // Start starts a server for t, with a database named "test", and returns
 // the server and a pool on that database; both end when t ends. Without
-// the PostgreSQL programs t is skipped under -short and fails otherwise.
+// the PostgreSQL programs t is skipped under -short (unless
+// TIDEMARK_REQUIRE_SERVICES is set, as scripts/test.sh does) and fails
+// otherwise.
 func Start(t testing.TB) (*Server, *pgxpool.Pool) {
 	t.Helper()
 	bin, err := findPGBin()
 	if err != nil {
-		if testing.Short() {
+		if testing.Short() && os.Getenv("TIDEMARK_REQUIRE_SERVICES") == "" {
 			t.Skipf("skipped under -short: %v (bash scripts/postgres.sh installs them)", err)
 		}
 		t.Fatalf("PostgreSQL is not installed: %v; run `bash scripts/postgres.sh` (it installs Debian's postgresql), or use -short to skip", err)
