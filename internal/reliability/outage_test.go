@@ -75,9 +75,12 @@ func outage(t *testing.T, r *inproc, proxy *faultproxy.Proxy, window time.Durati
 // catches up: every record written after its initialisation is delivered,
 // in shard order. The window is 20 s; 2 minutes with -reliability.long.
 func TestOutage(t *testing.T) {
-	window := 10 * time.Second
-	if longForm() {
+	window := 20 * time.Second
+	switch {
+	case longForm():
 		window = 2 * time.Minute
+	case testing.Short():
+		window = 10 * time.Second
 	}
 	emu := emulator.Start(t, emulator.KinesisLocal)
 	api := killloop.NewTestClient(t, emu.Endpoint) // the producer's: no faults

@@ -37,9 +37,12 @@ func TestSIGKILLLoop(t *testing.T) { sigkillLoop(t, false) }
 func TestSIGKILLLoopFanOut(t *testing.T) { sigkillLoop(t, true) }
 
 func sigkillLoop(t *testing.T, fanOut bool) {
-	kills := 6
-	if longForm() {
+	kills := 10
+	switch {
+	case longForm():
 		kills = 100
+	case testing.Short():
+		kills = 6
 	}
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("TIDEMARK_RELIABILITY_SEED"); s != "" {
