@@ -99,6 +99,18 @@ gofmt_clean() {
 	fi
 }
 
+# go_test TIMES ARGS...: go test ARGS through the testtimes program TIMES
+# (or plain, when it did not build).
+go_test() {
+	local times=$1
+	shift
+	if [[ -z "$times" ]]; then
+		go test "$@"
+		return
+	fi
+	go test -json "$@" | "$times" -top 12 -over 30s
+}
+
 in_dir() {
 	local dir=$1
 	shift
@@ -138,11 +150,17 @@ main() {
 		sed 's|/go.mod$||' | grep -vx '\.' | LC_ALL=C sort)
 	step "go vet (every module)" go vet "${patterns[@]}"
 	step "staticcheck $staticcheck_version (every module)" go run "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version" "${patterns[@]}"
+	# internal/testtimes prints what go test prints, then the slowest
+	# tests and any over 30 s (built first: its build is not in the run).
+	local times
+	times=$(mktemp "${TMPDIR:-/tmp}/tidemark-testtimes.XXXXXX")
+	go build -o "$times" ./internal/testtimes || times=""
 	if ((full)); then
-		step "go test -race (every module, full)" go test -race -count=1 -timeout=20m "${patterns[@]}"
+		step "go test -race (every module, full)" go_test "$times" -race -count=1 -timeout=20m "${patterns[@]}"
 	else
-		step "go test -race -short (every module)" go test -race -short -count=1 -timeout=10m "${patterns[@]}"
+		step "go test -race -short (every module)" go_test "$times" -race -short -count=1 -timeout=10m "${patterns[@]}"
 	fi
+	[[ -n "$times" ]] && rm -f "$times"
 	# The race run above takes 150 seeds of the simulation; the full
 	# budget runs without -race, several times faster.
 	step "simulation, 1,500 seeds (internal/sim)" go test -count=1 -timeout=10m ./internal/sim
