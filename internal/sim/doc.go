@@ -58,7 +58,11 @@
 //     changed (one host, schedules without re-creation);
 //   - hand edits of the fleet's table: a shard item, the identity item,
 //     the init item, the roster, a host's positions deleted; a lease's
-//     owner changed.
+//     owner changed;
+//   - an operator's rewind (schedules with a plain Sink) of every open
+//     shard or one, to TRIM_HORIZON or a time: written to the fleet's
+//     table while the hosts run, or, on one host, to the journal between
+//     a Close and a restart, as the tidemark command does.
 //
 // What the documentation says an operator does, the operator does: restore
 // an item deleted by hand from its backup when a host stops naming it,
@@ -80,6 +84,8 @@
 //     for a fleet the latest Run begun before the first record was
 //     delivered (the host that initialised began before it); AT_TIMESTAMP
 //     and TRIM_HORIZON as configured;
+//   - a rewind that landed is obeyed: every record of the shard at or
+//     after its position, put before it, is delivered again after it;
 //   - exactly once: sinktest.Memory stores no record twice;
 //   - order: per shard, records are stored (or first delivered, with a
 //     plain Sink) in sequence order;

@@ -48,6 +48,7 @@ type ledger struct {
 	puts   []*put
 	byData map[string]*put
 	first  map[string]int // data: the index of the delivery that first accepted it
+	last   map[string]int // data: the index of the delivery that last accepted it
 	count  map[string]int // data: how many deliveries accepted it
 	n      int            // deliveries of records accepted
 	runs   []run
@@ -69,14 +70,37 @@ type ledger struct {
 	required int
 	done     time.Time
 
+	// rewound are the operator's rewinds that landed.
+	rewound []rewound
+
 	// runs2 is, per process, shard and epoch, the first and last record
 	// of the last batch delivered; orderErrs what batch found.
 	runs2     map[runKey][2]*put
 	orderErrs []string
 }
 
+// rewound is a rewind of a shard that landed: every record of the shard
+// at or after pos that was put before it is delivered again after it
+// (after the delivery of index mark).
+type rewound struct {
+	id    string
+	shard string
+	gen   int
+	pos   scan.Position
+	mark  int
+	at    time.Time
+}
+
+// again reports whether the rewind asks p delivered again.
+func (rw rewound) again(p *put) bool {
+	if p.gen != rw.gen || p.shard != rw.shard || !p.at.Before(rw.at) {
+		return false
+	}
+	return rw.pos.Kind == scan.KindTrimHorizon || !p.at.Truncate(time.Millisecond).Before(rw.pos.Timestamp)
+}
+
 func (l *ledger) init() {
-	l.byData, l.first, l.count, l.runs2 = map[string]*put{}, map[string]int{}, map[string]int{}, map[runKey][2]*put{}
+	l.byData, l.first, l.last, l.count, l.runs2 = map[string]*put{}, map[string]int{}, map[string]int{}, map[string]int{}, map[runKey][2]*put{}
 }
 
 func (l *ledger) put(p *put) {
@@ -111,6 +135,7 @@ func (l *ledger) delivered(shard string, r kinesisload.Record, _ time.Time) stri
 	if _, seen := l.first[data]; !seen {
 		l.first[data] = l.n
 	}
+	l.last[data] = l.n
 	l.count[data]++
 	return ""
 }
@@ -194,6 +219,20 @@ func (w *world) missing(limit int) []*put {
 		}
 		if !got && len(out) < limit {
 			out = append(out, p)
+		}
+	}
+	// A rewind of the last incarnation: what it rewound is delivered
+	// again.
+	for _, rw := range w.ledger.rewound {
+		if rw.gen != final {
+			continue
+		}
+		for _, p := range w.ledger.puts {
+			if rw.again(p) && w.ledger.last[p.data] <= rw.mark && len(out) < limit {
+				again := *p
+				again.data += " (not delivered again after " + rw.id + ")"
+				out = append(out, &again)
+			}
 		}
 	}
 	return out

@@ -93,10 +93,11 @@ const (
 	EvSinkFault                // the slot's Sink fails at rate F for D (After: stored, answer lost)
 	EvRecreate                 // delete the stream, re-create it D later with N shards
 	EvHandEdit                 // Op by hand on the table; restored D later
+	EvRewind                   // an operator rewinds the open shards (all, or the N-th) to Op: trim-horizon, or a timestamp D after the start
 )
 
 var kindNames = [...]string{"put", "put-kpl", "split", "merge", "scale", "start", "kill", "kill-at", "stop",
-	"pause", "clock-step", "table-fault", "kinesis-fault", "sink-fault", "recreate", "hand-edit"}
+	"pause", "clock-step", "table-fault", "kinesis-fault", "sink-fault", "recreate", "hand-edit", "rewind"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -188,6 +189,15 @@ func (e Event) String() string {
 		return s + fmt.Sprintf(" re-created %v later with %d shards", e.D, e.N)
 	case EvHandEdit:
 		return s + fmt.Sprintf(" %s, restored %v later", e.Op, e.D)
+	case EvRewind:
+		which := "every open shard"
+		if e.N >= 0 {
+			which = fmt.Sprintf("open shard #%d", e.N)
+		}
+		if e.Op == "timestamp" {
+			return s + fmt.Sprintf(" %s to %.3fs", which, e.D.Seconds())
+		}
+		return s + fmt.Sprintf(" %s to %s", which, e.Op)
 	}
 	return s
 }
@@ -336,6 +346,16 @@ func plan(seed int64) (Spec, []Event) {
 		case w < 94:
 			if sp.StartOver {
 				add(Event{At: at, Kind: EvRecreate, D: dur(0, 15*time.Second), N: 1 + r.IntN(3)})
+			}
+		case w < 97:
+			// A rewind re-delivers on purpose: in schedules with a plain
+			// Sink, whose oracles count first deliveries.
+			if !sp.Transactional {
+				e := Event{At: at, Kind: EvRewind, Op: "trim-horizon", N: r.IntN(5) - 1}
+				if r.IntN(2) == 0 {
+					e.Op, e.D = "timestamp", dur(0, at)
+				}
+				add(e)
 			}
 		default:
 			if sp.fleet() {

@@ -102,6 +102,7 @@ type world struct {
 	firstDeliveryAt time.Time
 	fixes           []func()     // the operator's actions, queued
 	cleared         map[int]bool // incarnations whose old checkpoints the operator removed
+	rewinds         int          // the operator's rewinds, to name them
 }
 
 // slot is one host: its processes run one after another.
@@ -292,6 +293,83 @@ func (w *world) apply(ctx context.Context, e Event) {
 		w.recreate(ctx, e.D, e.N)
 	case EvHandEdit:
 		w.handEdit(ctx, e.Op, e.D)
+	case EvRewind:
+		w.rewind(ctx, s, e)
+	}
+}
+
+// rewind is an operator's rewind (the tidemark command's): of the open
+// shards (all, or the N-th), to TRIM_HORIZON or a time. In a fleet it is
+// written to the table while the hosts run; on one host the operator stops
+// the Loader first (a rewind refuses a journal a Loader holds), rewinds
+// its journal, and starts it again. A rewind the store refuses (a shard it
+// has no progress of yet, or COMPLETED meanwhile) changes nothing.
+func (w *world) rewind(ctx context.Context, s *slot, e Event) {
+	open := w.openShards(ctx)
+	if len(open) == 0 {
+		return
+	}
+	if e.N >= 0 {
+		open = open[e.N%len(open):][:1]
+	}
+	pos := scan.TrimHorizon()
+	if e.Op == "timestamp" {
+		pos = scan.AtTimestamp(epoch.Add(e.D))
+	}
+	to := map[string]scan.Position{}
+	for _, sh := range open {
+		to[deref(sh.ShardId)] = pos
+	}
+	w.mu.Lock()
+	w.rewinds++
+	op := kinesisload.Rewind{ID: fmt.Sprintf("rewind-%d", w.rewinds), By: "sim operator", At: time.Now()}
+	w.mu.Unlock()
+	if w.spec.fleet() {
+		rws, err := fleet.Rewind(ctx, w.table, stream, op, to)
+		w.rewound(op, rws, pos, err)
+		return
+	}
+	p := s.cur
+	restart := s.running() != nil
+	if p != nil {
+		if restart {
+			w.stop(p)
+		}
+		if !w.await(p.done, 5*time.Minute) {
+			w.failf("%s: Run did not return within 5 minutes of its Close (for a rewind)", p.name)
+			return
+		}
+	}
+	j, err := journal.Open(w.dir, journal.DefaultConfig())
+	if err != nil {
+		w.failf("operator: open the journal to rewind it: %v", err)
+		return
+	}
+	defer func() {
+		if err := j.Close(); err != nil {
+			w.failf("operator: close the journal after the rewind: %v", err)
+		}
+		if restart {
+			w.startProc(s, nil)
+		}
+	}()
+	store, err := kinesisload.NewJournalStore(ctx, j, 0)
+	if err != nil {
+		w.failf("operator: the journal store: %v", err)
+		return
+	}
+	rws, err := store.Rewind(ctx, stream, op, to)
+	w.rewound(op, rws, pos, err)
+}
+
+// rewound writes the rewinds that landed in the ledger: from now on, what
+// they rewound is delivered again.
+func (w *world) rewound(op kinesisload.Rewind, rws []kinesisload.Rewind, pos scan.Position, err error) {
+	w.logf("operator: %s rewound %d shards to %v: %v", op.ID, len(rws), pos, err)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range rws {
+		w.ledger.rewound = append(w.ledger.rewound, rewound{id: op.ID, shard: r.Shard, gen: w.gen, pos: pos, mark: w.ledger.n, at: time.Now()})
 	}
 }
 
