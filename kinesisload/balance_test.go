@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/tidemark/tidemark/kinesisload"
 )
@@ -61,20 +62,22 @@ func (o *observing) total() int64 {
 // A lease that implements LoadObserver is told the bytes of every batch
 // the Sink accepted from its shard.
 func TestLeaseObservesDeliveredBytes(t *testing.T) {
-	r := newFleetRig(t, 2)
-	obs := &observing{Coordinator: r.fleet.Host("a"), bytes: map[string]int64{}}
-	r.coords = map[string]kinesisload.Coordinator{"a": obs}
-	r.start("a")
-	want := r.put(40)
-	r.waitAll(want)
-	var n int64
-	for _, d := range want {
-		n += 2 * int64(len(d)) // data plus partition key (the same string), as Kinesis counts
-	}
-	r.close("a")
-	if got := obs.total(); got != n {
-		t.Errorf("leases observed %d bytes, want the %d bytes of the %d records delivered", got, n, len(want))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 2)
+		obs := &observing{Coordinator: r.fleet.Host("a"), bytes: map[string]int64{}}
+		r.coords = map[string]kinesisload.Coordinator{"a": obs}
+		r.start("a")
+		want := r.put(40)
+		r.waitAll(want)
+		var n int64
+		for _, d := range want {
+			n += 2 * int64(len(d)) // data plus partition key (the same string), as Kinesis counts
+		}
+		r.close("a")
+		if got := obs.total(); got != n {
+			t.Errorf("leases observed %d bytes, want the %d bytes of the %d records delivered", got, n, len(want))
+		}
+	})
 }
 
 // With every shard at the floor, PickSteal is the count rule: a steal only

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tidemark/tidemark/kinesisload"
@@ -30,46 +31,50 @@ func (r *fleetRig) deleteShardItem(shard string) {
 // (Before the fix the shard was never granted again while Kinesis listed
 // it; the only sign was a lease lost as expired.)
 func TestFleetShardItemDeletedByHandStopsRunNamingIt(t *testing.T) {
-	r := newFleetRig(t, 2)
-	want := r.put(20)
-	r.start("a")
-	r.waitAll(want)
-	r.deleteShardItem("shardId-000000000001")
-	err := r.wait("a")
-	var me *kinesisload.MissingShardError
-	if !errors.Is(err, kinesisload.ErrShardMissing) || !errors.As(err, &me) || !slices.Equal(me.Shards, []string{"shardId-000000000001"}) {
-		t.Fatalf("Run = %v, want a *MissingShardError naming shardId-000000000001", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 2)
+		want := r.put(20)
+		r.start("a")
+		r.waitAll(want)
+		r.deleteShardItem("shardId-000000000001")
+		err := r.wait("a")
+		var me *kinesisload.MissingShardError
+		if !errors.Is(err, kinesisload.ErrShardMissing) || !errors.As(err, &me) || !slices.Equal(me.Shards, []string{"shardId-000000000001"}) {
+			t.Fatalf("Run = %v, want a *MissingShardError naming shardId-000000000001", err)
+		}
+	})
 }
 
 // With a TransactionalSink, the deleted shard is saved again from the
 // Sink's checkpoint, and read on from there: every record stored once.
 func TestFleetShardItemDeletedByHandRecoveredFromTheSink(t *testing.T) {
-	r := newFleetRig(t, 2)
-	sink := newTxSink()
-	r.hostConfig = func(host string, c *kinesisload.Config) { c.Sink = sink.forHost(host) }
-	want := r.put(20)
-	r.start("a")
-	sink.waitStored(t, want)
-	r.deleteShardItem("shardId-000000000001")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if s, ok := r.fleet.Shards("orders")["shardId-000000000001"]; ok && s.Progress.Position.Kind != 0 {
-			break
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 2)
+		sink := newTxSink()
+		r.hostConfig = func(host string, c *kinesisload.Config) { c.Sink = sink.forHost(host) }
+		want := r.put(20)
+		r.start("a")
+		sink.waitStored(t, want)
+		r.deleteShardItem("shardId-000000000001")
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if s, ok := r.fleet.Shards("orders")["shardId-000000000001"]; ok && s.Progress.Position.Kind != 0 {
+				break
+			}
+			select {
+			case err := <-r.done["a"]:
+				t.Fatalf("Run stopped: %v", err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the deleted shard's item was never saved again")
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		select {
-		case err := <-r.done["a"]:
-			t.Fatalf("Run stopped: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the deleted shard's item was never saved again")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	more := r.put(20)
-	sink.waitStored(t, append(want, more...))
-	sink.checkStoredOnce(t, append(want, more...))
+		more := r.put(20)
+		sink.waitStored(t, append(want, more...))
+		sink.checkStoredOnce(t, append(want, more...))
+	})
 }
 
 // Every shard item of an initialised fleet deleted by hand (with no host
@@ -80,19 +85,21 @@ func TestFleetShardItemDeletedByHandRecoveredFromTheSink(t *testing.T) {
 // shard starts at TRIM_HORIZON, as one born later: records may come
 // again, none is lost.
 func TestFleetWithEveryShardItemDeletedIsNotAFirstRun(t *testing.T) {
-	r := newFleetRig(t, 2)
-	r.configure = func(c *kinesisload.Config) { c.StartPosition = scan.Latest() }
-	r.start("a")
-	r.waitOwning("a")
-	before := r.put(10)
-	r.waitAll(before)
-	r.close("a")
-	r.deleteShardItem("shardId-000000000000")
-	r.deleteShardItem("shardId-000000000001")
-	during := r.put(10)
-	// More than the second by which Kinesis's Date (whole seconds) makes
-	// a T0 taken now earlier than now.
-	time.Sleep(1500 * time.Millisecond)
-	r.start("b")
-	r.waitAll(during)
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 2)
+		r.configure = func(c *kinesisload.Config) { c.StartPosition = scan.Latest() }
+		r.start("a")
+		r.waitOwning("a")
+		before := r.put(10)
+		r.waitAll(before)
+		r.close("a")
+		r.deleteShardItem("shardId-000000000000")
+		r.deleteShardItem("shardId-000000000001")
+		during := r.put(10)
+		// More than the second by which Kinesis's Date (whole seconds) makes
+		// a T0 taken now earlier than now.
+		time.Sleep(1500 * time.Millisecond)
+		r.start("b")
+		r.waitAll(during)
+	})
 }

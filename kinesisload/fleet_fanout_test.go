@@ -2,6 +2,7 @@ package kinesisload_test
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tidemark/tidemark/kinesisload"
@@ -35,19 +36,21 @@ func TestFleetFanOut(t *testing.T) {
 // a failure (Run stopped with "context canceled"; found by the
 // simulation).
 func TestFleetLeaseLostWhileTheConsumerIsCreatingDoesNotStopRun(t *testing.T) {
-	r := newFleetRig(t, 4, kinesistest.WithConsumerActivation(3*time.Second))
-	r.configure = func(c *kinesisload.Config) { c.ReadMode, c.ConsumerName = kinesisload.ReadFanOut, "fleet" }
-	r.start("a")
-	r.waitOwning("a")
-	r.start("b") // takes shards from a while a's loops wait for the consumer
-	r.waitOwning("a", "b")
-	want := r.put(20)
-	r.waitAll(want)
-	for _, h := range []string{"a", "b"} {
-		select {
-		case err := <-r.done[h]:
-			t.Fatalf("host %s: Run stopped: %v", h, err)
-		default:
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 4, kinesistest.WithConsumerActivation(3*time.Second))
+		r.configure = func(c *kinesisload.Config) { c.ReadMode, c.ConsumerName = kinesisload.ReadFanOut, "fleet" }
+		r.start("a")
+		r.waitOwning("a")
+		r.start("b") // takes shards from a while a's loops wait for the consumer
+		r.waitOwning("a", "b")
+		want := r.put(20)
+		r.waitAll(want)
+		for _, h := range []string{"a", "b"} {
+			select {
+			case err := <-r.done[h]:
+				t.Fatalf("host %s: Run stopped: %v", h, err)
+			default:
+			}
 		}
-	}
+	})
 }

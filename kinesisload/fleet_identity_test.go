@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -45,48 +46,50 @@ func (r *fleetRig) wait(host string) error {
 // stream with the old stream's progress, and the shared progress is left
 // as it was, for the operator to decide.
 func TestFleetRecreatedStreamNoHostReadsOldProgress(t *testing.T) {
-	r := newFleetRig(t, 2)
-	r.configure = func(c *kinesisload.Config) {
-		c.OnStreamRecreated = kinesisload.StreamRecreatedStop
-		c.ListShardsInterval = 50 * time.Millisecond
-	}
-	want := r.put(40)
-	r.start("a")
-	r.start("b")
-	r.waitAll(want)
-	// Every delivered batch's commit landed (within a round of it).
-	deadline := time.Now().Add(30 * time.Second)
-	for !r.settled() {
-		if time.Now().After(deadline) {
-			t.Fatal("the positions of the delivered records were not committed within 30 s")
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 2)
+		r.configure = func(c *kinesisload.Config) {
+			c.OnStreamRecreated = kinesisload.StreamRecreatedStop
+			c.ListShardsInterval = 50 * time.Millisecond
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	before := r.fleet.Shards("orders")
-	r.recreate(2)
-	fresh := r.put(40) // on the new stream, same shard IDs
-	for _, h := range []string{"a", "b"} {
-		err := r.wait(h)
-		var mm *kinesisload.StreamMismatchError
-		if !errors.Is(err, kinesisload.ErrStreamMismatch) || !errors.As(err, &mm) {
-			t.Errorf("host %s: Run = %v, want a *StreamMismatchError", h, err)
+		want := r.put(40)
+		r.start("a")
+		r.start("b")
+		r.waitAll(want)
+		// Every delivered batch's commit landed (within a round of it).
+		deadline := time.Now().Add(30 * time.Second)
+		for !r.settled() {
+			if time.Now().After(deadline) {
+				t.Fatal("the positions of the delivered records were not committed within 30 s")
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-	}
-	for _, d := range r.sink.deliveries() {
-		if slices.Contains(fresh, d.data) {
-			t.Errorf("host %s delivered %s of the new stream: it read it with the old stream's progress", d.host, d.data)
+		before := r.fleet.Shards("orders")
+		r.recreate(2)
+		fresh := r.put(40) // on the new stream, same shard IDs
+		for _, h := range []string{"a", "b"} {
+			err := r.wait(h)
+			var mm *kinesisload.StreamMismatchError
+			if !errors.Is(err, kinesisload.ErrStreamMismatch) || !errors.As(err, &mm) {
+				t.Errorf("host %s: Run = %v, want a *StreamMismatchError", h, err)
+			}
 		}
-	}
-	after := r.fleet.Shards("orders")
-	for id, s := range before {
-		if got := after[id].Progress; !got.Position.Equal(s.Progress.Position) || got.State != s.Progress.State {
-			t.Errorf("shard %s: the shared progress changed from %v %v to %v %v after the stream was re-created",
-				id, s.Progress.State, s.Progress.Position, got.State, got.Position)
+		for _, d := range r.sink.deliveries() {
+			if slices.Contains(fresh, d.data) {
+				t.Errorf("host %s delivered %s of the new stream: it read it with the old stream's progress", d.host, d.data)
+			}
 		}
-	}
-	if g := r.fleet.Generations("orders"); len(g) != 1 {
-		t.Errorf("the fleet has generations %+v, want only the first (nothing started over)", g)
-	}
+		after := r.fleet.Shards("orders")
+		for id, s := range before {
+			if got := after[id].Progress; !got.Position.Equal(s.Progress.Position) || got.State != s.Progress.State {
+				t.Errorf("shard %s: the shared progress changed from %v %v to %v %v after the stream was re-created",
+					id, s.Progress.State, s.Progress.Position, got.State, got.Position)
+			}
+		}
+		if g := r.fleet.Generations("orders"); len(g) != 1 {
+			t.Errorf("the fleet has generations %+v, want only the first (nothing started over)", g)
+		}
+	})
 }
 
 // A stream re-created under three hosts that share it, with
@@ -97,86 +100,88 @@ func TestFleetRecreatedStreamNoHostReadsOldProgress(t *testing.T) {
 // AFTER_SEQUENCE_NUMBER applied to it would skip its first records); the
 // old generation's progress stays, as it was, the archive.
 func TestFleetRecreatedStreamStartsOverFleetWide(t *testing.T) {
-	r := newFleetRig(t, 2)
-	r.configure = func(c *kinesisload.Config) {
-		c.OnStreamRecreated = kinesisload.StreamRecreatedStartOver
-		c.ListShardsInterval = 50 * time.Millisecond
-	}
-	hosts := []string{"a", "b", "c"}
-	want := r.put(40)
-	for _, h := range hosts {
-		r.start(h)
-	}
-	r.waitAll(want)
-	// Every delivered batch committed: the progress the archive must keep.
-	deadline := time.Now().Add(30 * time.Second)
-	for !r.settled() {
-		if time.Now().After(deadline) {
-			t.Fatal("the positions of the delivered records were not committed within 30 s")
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 2)
+		r.configure = func(c *kinesisload.Config) {
+			c.OnStreamRecreated = kinesisload.StreamRecreatedStartOver
+			c.ListShardsInterval = 50 * time.Millisecond
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	oldID := r.identity()
-	before := r.fleet.Shards("orders")
-	r.recreate(3)
-	newID := r.identity()
-	fresh := r.put(60) // on the new stream, shard IDs from shardId-000000000000 again
-	r.waitAll(fresh)
+		hosts := []string{"a", "b", "c"}
+		want := r.put(40)
+		for _, h := range hosts {
+			r.start(h)
+		}
+		r.waitAll(want)
+		// Every delivered batch committed: the progress the archive must keep.
+		deadline := time.Now().Add(30 * time.Second)
+		for !r.settled() {
+			if time.Now().After(deadline) {
+				t.Fatal("the positions of the delivered records were not committed within 30 s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		oldID := r.identity()
+		before := r.fleet.Shards("orders")
+		r.recreate(3)
+		newID := r.identity()
+		fresh := r.put(60) // on the new stream, shard IDs from shardId-000000000000 again
+		r.waitAll(fresh)
 
-	// Every host moved: each holds a shard of the new generation, and
-	// none stopped.
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		owners := map[string]bool{}
-		for _, s := range r.fleet.Shards("orders") {
-			owners[s.Owner] = true
+		// Every host moved: each holds a shard of the new generation, and
+		// none stopped.
+		deadline = time.Now().Add(30 * time.Second)
+		for {
+			owners := map[string]bool{}
+			for _, s := range r.fleet.Shards("orders") {
+				owners[s.Owner] = true
+			}
+			if owners["a"] && owners["b"] && owners["c"] {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not every host reads the new stream: the new generation's owners are %v", owners)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if owners["a"] && owners["b"] && owners["c"] {
-			break
+		for _, h := range hosts {
+			select {
+			case err := <-r.done[h]:
+				t.Errorf("host %s: Run returned %v after the stream was re-created, want it to go on with the new stream", h, err)
+			default:
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not every host reads the new stream: the new generation's owners are %v", owners)
+		gens := r.fleet.Generations("orders")
+		if len(gens) != 2 {
+			t.Fatalf("generations %+v, want the first, archived, and a second", gens)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for _, h := range hosts {
-		select {
-		case err := <-r.done[h]:
-			t.Errorf("host %s: Run returned %v after the stream was re-created, want it to go on with the new stream", h, err)
-		default:
+		if !gens[0].Identity.Equal(oldID) || !gens[0].ReplacedBy.Equal(newID) || !gens[1].Identity.Equal(newID) || gens[1].Gen != 1 {
+			t.Errorf("generations %+v, want generation 0 of %s replaced by generation 1 of %s", gens, oldID, newID)
 		}
-	}
-	gens := r.fleet.Generations("orders")
-	if len(gens) != 2 {
-		t.Fatalf("generations %+v, want the first, archived, and a second", gens)
-	}
-	if !gens[0].Identity.Equal(oldID) || !gens[0].ReplacedBy.Equal(newID) || !gens[1].Identity.Equal(newID) || gens[1].Gen != 1 {
-		t.Errorf("generations %+v, want generation 0 of %s replaced by generation 1 of %s", gens, oldID, newID)
-	}
-	// The archive is the old progress as it was.
-	archived := r.fleet.ShardsOf("orders", 0)
-	for id, s := range before {
-		if got := archived[id].Progress; !got.Position.Equal(s.Progress.Position) || got.State != s.Progress.State {
-			t.Errorf("archived shard %s: %v %v, want the old stream's %v %v", id, got.State, got.Position, s.Progress.State, s.Progress.Position)
+		// The archive is the old progress as it was.
+		archived := r.fleet.ShardsOf("orders", 0)
+		for id, s := range before {
+			if got := archived[id].Progress; !got.Position.Equal(s.Progress.Position) || got.State != s.Progress.State {
+				t.Errorf("archived shard %s: %v %v, want the old stream's %v %v", id, got.State, got.Position, s.Progress.State, s.Progress.Position)
+			}
 		}
-	}
-	// The new generation holds the new stream's positions only.
-	oldSeq := map[string]bool{}
-	newSeq := map[string]bool{}
-	for _, d := range r.sink.deliveries() {
-		if slices.Contains(fresh, d.data) {
-			newSeq[d.seq] = true
-		} else {
-			oldSeq[d.seq] = true
+		// The new generation holds the new stream's positions only.
+		oldSeq := map[string]bool{}
+		newSeq := map[string]bool{}
+		for _, d := range r.sink.deliveries() {
+			if slices.Contains(fresh, d.data) {
+				newSeq[d.seq] = true
+			} else {
+				oldSeq[d.seq] = true
+			}
 		}
-	}
-	for id, s := range r.fleet.Shards("orders") {
-		if seq := s.Progress.Position.Sequence; seq != "" && !newSeq[seq] {
-			t.Errorf("shard %s of the new generation is at %v, not a position of the new stream (an old one: %v)", id, s.Progress.Position, oldSeq[seq])
+		for id, s := range r.fleet.Shards("orders") {
+			if seq := s.Progress.Position.Sequence; seq != "" && !newSeq[seq] {
+				t.Errorf("shard %s of the new generation is at %v, not a position of the new stream (an old one: %v)", id, s.Progress.Position, oldSeq[seq])
+			}
 		}
-	}
-	// Exactly the fresh records after the re-creation, each once per
-	// unplanned move at most: none is missing (checked by waitAll).
+		// Exactly the fresh records after the re-creation, each once per
+		// unplanned move at most: none is missing (checked by waitAll).
+	})
 }
 
 // settled reports whether every shard's committed position is the last
@@ -211,27 +216,29 @@ func (r *fleetRig) identity() kinesisload.StreamIdentity {
 // received before any host noticed it. (Before the fix the new generation
 // resolved LATEST anew and skipped them.)
 func TestFleetRecreatedStreamWithLatestReadsItFromItsBeginning(t *testing.T) {
-	r := newFleetRig(t, 2)
-	r.configure = func(c *kinesisload.Config) {
-		c.StartPosition = scan.Latest()
-		c.OnStreamRecreated = kinesisload.StreamRecreatedStartOver
-		c.ListShardsInterval = 50 * time.Millisecond
-	}
-	for _, h := range []string{"a", "b"} {
-		r.start(h)
-	}
-	// Initialised: what is put now is delivered.
-	first := r.put(10)
-	r.waitAll(first)
-	for _, h := range []string{"a", "b"} {
-		r.loads[h].Pause()
-	}
-	r.recreate(2)
-	early := r.put(20)
-	time.Sleep(1100 * time.Millisecond) // a T0 taken from now on is after them
-	for _, h := range []string{"a", "b"} {
-		r.loads[h].Resume()
-	}
-	late := r.put(20)
-	r.waitAll(append(early, late...))
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 2)
+		r.configure = func(c *kinesisload.Config) {
+			c.StartPosition = scan.Latest()
+			c.OnStreamRecreated = kinesisload.StreamRecreatedStartOver
+			c.ListShardsInterval = 50 * time.Millisecond
+		}
+		for _, h := range []string{"a", "b"} {
+			r.start(h)
+		}
+		// Initialised: what is put now is delivered.
+		first := r.put(10)
+		r.waitAll(first)
+		for _, h := range []string{"a", "b"} {
+			r.loads[h].Pause()
+		}
+		r.recreate(2)
+		early := r.put(20)
+		time.Sleep(1100 * time.Millisecond) // a T0 taken from now on is after them
+		for _, h := range []string{"a", "b"} {
+			r.loads[h].Resume()
+		}
+		late := r.put(20)
+		r.waitAll(append(early, late...))
+	})
 }

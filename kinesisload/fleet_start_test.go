@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/big"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,32 +20,34 @@ import (
 // resolves LATEST at the first host's T0, so those records are delivered
 // (with a T0 of its own they would be "before the start" and skipped).
 func TestFleetTakeOverResolvesAtTheFirstStartTime(t *testing.T) {
-	r := newFleetRig(t, 2)
-	r.configure = func(c *kinesisload.Config) { c.StartPosition = scan.Latest() }
-	// Host a's first GetShardIterator (the LATEST resolution, which starts
-	// after T0 is saved) says so and then waits for its context to end.
-	resolving := make(chan struct{}, 1)
-	r.fake.Inject(kinesistest.Fault{Op: kinesistest.OpGetShardIterator, Nth: 1, Entered: resolving, Block: make(chan struct{})})
-	r.start("a")
-	select {
-	case <-resolving:
-	case err := <-r.done["a"]:
-		t.Fatalf("host a: Run returned before resolving: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("host a never began resolving LATEST")
-	}
-	r.kill("a")
-	want := r.put(20)
-	// Kinesis's Date is whole seconds: let its clock pass the records, so
-	// that a T0 taken now would be after them.
-	time.Sleep(1100 * time.Millisecond)
-	r.start("b")
-	r.waitAll(want)
-	for _, d := range r.sink.deliveries() {
-		if d.host != "b" {
-			t.Errorf("record %s delivered by host %s, which died before its commit", d.data, d.host)
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 2)
+		r.configure = func(c *kinesisload.Config) { c.StartPosition = scan.Latest() }
+		// Host a's first GetShardIterator (the LATEST resolution, which starts
+		// after T0 is saved) says so and then waits for its context to end.
+		resolving := make(chan struct{}, 1)
+		r.fake.Inject(kinesistest.Fault{Op: kinesistest.OpGetShardIterator, Nth: 1, Entered: resolving, Block: make(chan struct{})})
+		r.start("a")
+		select {
+		case <-resolving:
+		case err := <-r.done["a"]:
+			t.Fatalf("host a: Run returned before resolving: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("host a never began resolving LATEST")
 		}
-	}
+		r.kill("a")
+		want := r.put(20)
+		// Kinesis's Date is whole seconds: let its clock pass the records, so
+		// that a T0 taken now would be after them.
+		time.Sleep(1100 * time.Millisecond)
+		r.start("b")
+		r.waitAll(want)
+		for _, d := range r.sink.deliveries() {
+			if d.host != "b" {
+				t.Errorf("record %s delivered by host %s, which died before its commit", d.data, d.host)
+			}
+		}
+	})
 }
 
 // As above, and the shard splits while no host reads: the host that takes
@@ -53,26 +56,28 @@ func TestFleetTakeOverResolvesAtTheFirstStartTime(t *testing.T) {
 // its children's. (Before the fix the closed shard became SHARD_END
 // without being read: 0 of 20.)
 func TestFleetTakeOverReadsAShardThatClosedAfterT0(t *testing.T) {
-	r := newFleetRig(t, 1)
-	r.configure = func(c *kinesisload.Config) { c.StartPosition = scan.Latest() }
-	resolving := make(chan struct{}, 1)
-	r.fake.Inject(kinesistest.Fault{Op: kinesistest.OpGetShardIterator, Nth: 1, Entered: resolving, Block: make(chan struct{})})
-	r.start("a")
-	select {
-	case <-resolving:
-	case err := <-r.done["a"]:
-		t.Fatalf("host a: Run returned before resolving: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("host a never began resolving LATEST")
-	}
-	r.kill("a")
-	want := r.put(20)
-	splitFake(t, r.fake, "orders", "shardId-000000000000")
-	time.Sleep(1100 * time.Millisecond) // past Kinesis's whole-second Date
-	r.start("b")
-	want = append(want, r.put(20)...) // on the children
-	r.waitAll(want)
-	checkOrder(t, r.fake, r.sink.deliveries())
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 1)
+		r.configure = func(c *kinesisload.Config) { c.StartPosition = scan.Latest() }
+		resolving := make(chan struct{}, 1)
+		r.fake.Inject(kinesistest.Fault{Op: kinesistest.OpGetShardIterator, Nth: 1, Entered: resolving, Block: make(chan struct{})})
+		r.start("a")
+		select {
+		case <-resolving:
+		case err := <-r.done["a"]:
+			t.Fatalf("host a: Run returned before resolving: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("host a never began resolving LATEST")
+		}
+		r.kill("a")
+		want := r.put(20)
+		splitFake(t, r.fake, "orders", "shardId-000000000000")
+		time.Sleep(1100 * time.Millisecond) // past Kinesis's whole-second Date
+		r.start("b")
+		want = append(want, r.put(20)...) // on the children
+		r.waitAll(want)
+		checkOrder(t, r.fake, r.sink.deliveries())
+	})
 }
 
 // splitFake splits shard of stream in the middle of its hash range.

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -294,71 +295,73 @@ func checkOrder(t *testing.T, f *kinesistest.Fake, ds []delivery) {
 // joins while records flow and a shard splits: nothing is lost, no parent
 // comes after its child, and nothing is delivered twice.
 func TestFleetPlannedMovesDeliverNothingTwice(t *testing.T) {
-	r := newFleetRig(t, 4)
-	want := r.put(200)
-	for _, h := range []string{"a", "b", "c"} {
-		r.start(h)
-	}
-	r.waitAll(want)
-	// Every host holds a share before the moves below: a shard of b's
-	// moves when b closes, whatever the timing.
-	r.waitOwning("a", "b", "c")
-	want = append(want, r.put(100)...)
-	r.start("e") // joins: takes its share from the others by handoffs
-	want = append(want, r.put(100)...)
-	r.close("b")
-	want = append(want, r.put(100)...)
-	r.waitAll(want)
-	// Split a shard while the fleet reads: its children wait for it.
-	out, err := r.fake.ListShards(context.Background(), &kinesis.ListShardsInput{StreamName: aws.String("orders")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sh := out.Shards[0]
-	lo, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.StartingHashKey), 10)
-	hi, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.EndingHashKey), 10)
-	mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
-	_, err = r.fake.SplitShard(context.Background(), &kinesis.SplitShardInput{StreamName: aws.String("orders"), ShardToSplit: sh.ShardId,
-		NewStartingHashKey: aws.String(mid.String())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.start("d")
-	want = append(want, r.put(200)...)
-	r.waitAll(want)
-	for _, h := range []string{"a", "c", "d", "e"} {
-		r.close(h)
-	}
-	ds := r.sink.deliveries()
-	if dups := duplicates(ds); len(dups) > 0 {
-		n := 0
-		for k, v := range dups {
-			if n++; n <= 5 {
-				t.Errorf("%s delivered %d times: %v", k, len(v), v)
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 4)
+		want := r.put(200)
+		for _, h := range []string{"a", "b", "c"} {
+			r.start(h)
+		}
+		r.waitAll(want)
+		// Every host holds a share before the moves below: a shard of b's
+		// moves when b closes, whatever the timing.
+		r.waitOwning("a", "b", "c")
+		want = append(want, r.put(100)...)
+		r.start("e") // joins: takes its share from the others by handoffs
+		want = append(want, r.put(100)...)
+		r.close("b")
+		want = append(want, r.put(100)...)
+		r.waitAll(want)
+		// Split a shard while the fleet reads: its children wait for it.
+		out, err := r.fake.ListShards(context.Background(), &kinesis.ListShardsInput{StreamName: aws.String("orders")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh := out.Shards[0]
+		lo, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.StartingHashKey), 10)
+		hi, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.EndingHashKey), 10)
+		mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+		_, err = r.fake.SplitShard(context.Background(), &kinesis.SplitShardInput{StreamName: aws.String("orders"), ShardToSplit: sh.ShardId,
+			NewStartingHashKey: aws.String(mid.String())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.start("d")
+		want = append(want, r.put(200)...)
+		r.waitAll(want)
+		for _, h := range []string{"a", "c", "d", "e"} {
+			r.close(h)
+		}
+		ds := r.sink.deliveries()
+		if dups := duplicates(ds); len(dups) > 0 {
+			n := 0
+			for k, v := range dups {
+				if n++; n <= 5 {
+					t.Errorf("%s delivered %d times: %v", k, len(v), v)
+				}
+			}
+			t.Errorf("%d records delivered twice with only planned moves", len(dups))
+		}
+		checkOrder(t, r.fake, ds)
+		hosts := map[string]map[string]bool{}
+		for _, d := range ds {
+			if hosts[d.shard] == nil {
+				hosts[d.shard] = map[string]bool{}
+			}
+			hosts[d.shard][d.host] = true
+		}
+		moved := 0
+		for _, hs := range hosts {
+			if len(hs) > 1 {
+				moved++
 			}
 		}
-		t.Errorf("%d records delivered twice with only planned moves", len(dups))
-	}
-	checkOrder(t, r.fake, ds)
-	hosts := map[string]map[string]bool{}
-	for _, d := range ds {
-		if hosts[d.shard] == nil {
-			hosts[d.shard] = map[string]bool{}
+		if moved == 0 {
+			t.Error("no shard moved between hosts: the test did not exercise a handoff")
 		}
-		hosts[d.shard][d.host] = true
-	}
-	moved := 0
-	for _, hs := range hosts {
-		if len(hs) > 1 {
-			moved++
+		if len(hosts) < 6 {
+			t.Errorf("records came from %d shards, want the 4 and the split's 2 children", len(hosts))
 		}
-	}
-	if moved == 0 {
-		t.Error("no shard moved between hosts: the test did not exercise a handoff")
-	}
-	if len(hosts) < 6 {
-		t.Errorf("records came from %d shards, want the 4 and the split's 2 children", len(hosts))
-	}
+	})
 }
 
 // A host killed (context ended without Close, heartbeats stopped) while a
@@ -366,56 +369,58 @@ func TestFleetPlannedMovesDeliverNothingTwice(t *testing.T) {
 // is lost, and the only records delivered twice are those of batches it
 // had not committed.
 func TestFleetKilledHostDuplicatesOnlyTheUncommittedWindow(t *testing.T) {
-	r := newFleetRig(t, 3)
-	want := r.put(90)
-	r.start("a")
-	r.start("b")
-	r.waitAll(want)
-	inSink := make(chan struct{}, 1)
-	r.sink.mu.Lock()
-	r.sink.block = func(ctx context.Context, host string, b kinesisload.Batch) {
-		if host != "b" {
-			return
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 3)
+		want := r.put(90)
+		r.start("a")
+		r.start("b")
+		r.waitAll(want)
+		inSink := make(chan struct{}, 1)
+		r.sink.mu.Lock()
+		r.sink.block = func(ctx context.Context, host string, b kinesisload.Batch) {
+			if host != "b" {
+				return
+			}
+			select {
+			case inSink <- struct{}{}:
+			default:
+			}
+			<-ctx.Done() // accepted; its commit will not land
 		}
+		r.sink.mu.Unlock()
+		want = append(want, r.put(90)...)
 		select {
-		case inSink <- struct{}{}:
-		default:
+		case <-inSink:
+		case <-time.After(30 * time.Second):
+			t.Fatal("b never received a batch")
 		}
-		<-ctx.Done() // accepted; its commit will not land
-	}
-	r.sink.mu.Unlock()
-	want = append(want, r.put(90)...)
-	select {
-	case <-inSink:
-	case <-time.After(30 * time.Second):
-		t.Fatal("b never received a batch")
-	}
-	// What the table holds when b dies: its commits, durable within a
-	// round of each (the host that takes its shards goes on from there
-	// while b's process ends).
-	r.fleet.Kill("b")
-	committed := map[string]scan.Position{}
-	for id, s := range r.fleet.Shards("orders") {
-		committed[id] = s.Progress.Position
-	}
-	r.kill("b")
-	r.sink.mu.Lock()
-	r.sink.block = nil
-	r.sink.mu.Unlock()
-	want = append(want, r.put(30)...)
-	r.waitAll(want)
-	r.close("a")
-	dups := duplicates(r.sink.deliveries())
-	if len(dups) == 0 {
-		t.Error("no record delivered twice: the batch b accepted but never committed was not delivered again")
-	}
-	for k, v := range dups {
-		if v[0].host != "b" {
-			t.Errorf("%s delivered twice, first by %s: duplicates must come from the killed host's uncommitted batches", k, v[0].host)
-			continue
+		// What the table holds when b dies: its commits, durable within a
+		// round of each (the host that takes its shards goes on from there
+		// while b's process ends).
+		r.fleet.Kill("b")
+		committed := map[string]scan.Position{}
+		for id, s := range r.fleet.Shards("orders") {
+			committed[id] = s.Progress.Position
 		}
-		if c, err := scan.Compare(scan.AtSequence(v[0].seq), committed[v[0].shard]); err == nil && c <= 0 {
-			t.Errorf("%s (seq %s) delivered twice although %s's commit covered it (%v)", k, v[0].seq, v[0].shard, committed[v[0].shard])
+		r.kill("b")
+		r.sink.mu.Lock()
+		r.sink.block = nil
+		r.sink.mu.Unlock()
+		want = append(want, r.put(30)...)
+		r.waitAll(want)
+		r.close("a")
+		dups := duplicates(r.sink.deliveries())
+		if len(dups) == 0 {
+			t.Error("no record delivered twice: the batch b accepted but never committed was not delivered again")
 		}
-	}
+		for k, v := range dups {
+			if v[0].host != "b" {
+				t.Errorf("%s delivered twice, first by %s: duplicates must come from the killed host's uncommitted batches", k, v[0].host)
+				continue
+			}
+			if c, err := scan.Compare(scan.AtSequence(v[0].seq), committed[v[0].shard]); err == nil && c <= 0 {
+				t.Errorf("%s (seq %s) delivered twice although %s's commit covered it (%v)", k, v[0].seq, v[0].shard, committed[v[0].shard])
+			}
+		}
+	})
 }

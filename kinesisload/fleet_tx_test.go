@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -223,125 +224,127 @@ const txShard0 = "shardId-000000000000"
 // Stats) without retrying it, its Run goes on, and in the end every record
 // is stored exactly once.
 func TestFleetZombieDeliveryFencedBySink(t *testing.T) {
-	r := newFleetRig(t, 1)
-	sink := newTxSink()
-	lost := newLostLog()
-	r.hooks = map[string]kinesisload.Hook{"a": lost}
-	r.hostConfig = func(host string, c *kinesisload.Config) {
-		c.Sink = sink.forHost(host)
-		c.SinkRetries, c.SinkBackoff, c.SinkMaxBackoff = 3, time.Millisecond, time.Millisecond
-		if host == "b" {
-			c.RecordsPerCall = 1 // b's first batch ends before a's stalled one
-		}
-	}
-	r.start("a")
-	first := r.putBatch(10)
-	sink.waitStored(t, first)
-	// a's commit of what it stored has landed: the table is not behind.
-	r.waitCommitted(txShard0, sink.row(txShard0).Position)
-
-	stalled := make(chan kinesisload.Batch, 1)
-	gate := make(chan struct{})
-	sink.set(func(s *txSink) {
-		s.before = func(ctx context.Context, host string, b kinesisload.Batch) {
-			if host != "a" || len(b.Records) == 0 {
-				return
-			}
-			select {
-			case stalled <- b:
-				<-gate // a zombie does not notice that its lease is gone
-			default:
-			}
-		}
-	})
-	second := r.putBatch(10)
-	var zombie kinesisload.Batch
-	select {
-	case zombie = <-stalled:
-	case <-time.After(30 * time.Second):
-		t.Fatal("host a never delivered the second batch")
-	}
-	if len(zombie.Records) != len(second) {
-		t.Fatalf("a's stalled batch holds %d records, want the %d put at once", len(zombie.Records), len(second))
-	}
-	r.fleet.Pause("a") // no more heartbeats: its lease expires in b's view
-
-	bStored := make(chan struct{})
-	bGate := make(chan struct{})
-	var once, gateOnce, bGateOnce sync.Once
-	// Before the rig's cleanup, also when the test fails half-way: let
-	// every host go on, so that they can be closed.
-	t.Cleanup(func() {
-		r.fleet.Resume("a")
-		gateOnce.Do(func() { close(gate) })
-		bGateOnce.Do(func() { close(bGate) })
-	})
-	sink.set(func(s *txSink) {
-		s.committed = func(host string, b kinesisload.Batch, n int) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 1)
+		sink := newTxSink()
+		lost := newLostLog()
+		r.hooks = map[string]kinesisload.Hook{"a": lost}
+		r.hostConfig = func(host string, c *kinesisload.Config) {
+			c.Sink = sink.forHost(host)
+			c.SinkRetries, c.SinkBackoff, c.SinkMaxBackoff = 3, time.Millisecond, time.Millisecond
 			if host == "b" {
-				once.Do(func() {
-					close(bStored)
-					<-bGate // b stops after its first batch until a's refusal
-				})
+				c.RecordsPerCall = 1 // b's first batch ends before a's stalled one
 			}
 		}
+		r.start("a")
+		first := r.putBatch(10)
+		sink.waitStored(t, first)
+		// a's commit of what it stored has landed: the table is not behind.
+		r.waitCommitted(txShard0, sink.row(txShard0).Position)
+
+		stalled := make(chan kinesisload.Batch, 1)
+		gate := make(chan struct{})
+		sink.set(func(s *txSink) {
+			s.before = func(ctx context.Context, host string, b kinesisload.Batch) {
+				if host != "a" || len(b.Records) == 0 {
+					return
+				}
+				select {
+				case stalled <- b:
+					<-gate // a zombie does not notice that its lease is gone
+				default:
+				}
+			}
+		})
+		second := r.putBatch(10)
+		var zombie kinesisload.Batch
+		select {
+		case zombie = <-stalled:
+		case <-time.After(30 * time.Second):
+			t.Fatal("host a never delivered the second batch")
+		}
+		if len(zombie.Records) != len(second) {
+			t.Fatalf("a's stalled batch holds %d records, want the %d put at once", len(zombie.Records), len(second))
+		}
+		r.fleet.Pause("a") // no more heartbeats: its lease expires in b's view
+
+		bStored := make(chan struct{})
+		bGate := make(chan struct{})
+		var once, gateOnce, bGateOnce sync.Once
+		// Before the rig's cleanup, also when the test fails half-way: let
+		// every host go on, so that they can be closed.
+		t.Cleanup(func() {
+			r.fleet.Resume("a")
+			gateOnce.Do(func() { close(gate) })
+			bGateOnce.Do(func() { close(bGate) })
+		})
+		sink.set(func(s *txSink) {
+			s.committed = func(host string, b kinesisload.Batch, n int) {
+				if host == "b" {
+					once.Do(func() {
+						close(bStored)
+						<-bGate // b stops after its first batch until a's refusal
+					})
+				}
+			}
+		})
+		r.start("b")
+		select {
+		case <-bStored:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("host b never stored a batch; the fleet's shards: %+v; a's stats %+v; b's stats %+v", r.fleet.Shards("orders"), r.loads["a"].Stats(), r.loads["b"].Stats())
+		}
+		if row := sink.row(txShard0); row.Epoch <= zombie.Epoch {
+			t.Fatalf("b stored the shard at epoch %d, not above a's %d", row.Epoch, zombie.Epoch)
+		}
+		gateOnce.Do(func() { close(gate) }) // a's transaction runs now
+
+		var e kinesisload.LeaseLost
+		select {
+		case e = <-lost.ch:
+		case <-time.After(30 * time.Second):
+			t.Fatal("host a never reported its lease of the shard lost after the sink refused its batch")
+		}
+		if e.ShardID != txShard0 || e.Epoch != zombie.Epoch || e.Reason != kinesisload.LostSinkFenced {
+			t.Errorf("OnLeaseLost(%s, epoch %d, %v), want (%s, epoch %d, %v)", e.ShardID, e.Epoch, e.Reason, txShard0, zombie.Epoch, kinesisload.LostSinkFenced)
+		}
+		if got := e.Reason.String(); got != "sink_fenced" {
+			t.Errorf("LostSinkFenced.String() = %q, want sink_fenced (the metric attribute)", got)
+		}
+		if !errors.Is(e.Err, kinesisload.ErrLeaseLost) {
+			t.Errorf("LeaseLost.Err = %v, want a *LeaseLostError", e.Err)
+		}
+		if _, _, refused := sink.snapshot(); len(refused) != len(zombie.Records) {
+			t.Errorf("the sink refused %d records of a's, want its stalled batch's %d once: a retried a refusal that cannot end", len(refused), len(zombie.Records))
+		}
+		// The hook is called first, then Stats counts the loss.
+		st := r.loads["a"].Stats()
+		for deadline := time.Now().Add(10 * time.Second); st.LeasesLost == 0 && time.Now().Before(deadline); st = r.loads["a"].Stats() {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if st.LeasesLostBy[kinesisload.LostSinkFenced] != 1 || st.LeasesLost != 1 {
+			t.Errorf("a's Stats: LeasesLost %d, LeasesLostBy %v; want 1 of %v", st.LeasesLost, st.LeasesLostBy, kinesisload.LostSinkFenced)
+		}
+		select {
+		case err := <-r.done["a"]:
+			t.Fatalf("host a's Run returned %v after the sink fenced one shard", err)
+		default:
+		}
+
+		r.fleet.Resume("a")
+		bGateOnce.Do(func() { close(bGate) })
+		third := r.putBatch(10)
+		all := append(append(first, second...), third...)
+		sink.waitStored(t, all)
+		select {
+		case err := <-r.done["a"]:
+			t.Fatalf("host a's Run returned %v", err)
+		default:
+		}
+		r.close("a")
+		r.close("b")
+		sink.checkStoredOnce(t, all)
 	})
-	r.start("b")
-	select {
-	case <-bStored:
-	case <-time.After(30 * time.Second):
-		t.Fatal("host b never stored a batch")
-	}
-	if row := sink.row(txShard0); row.Epoch <= zombie.Epoch {
-		t.Fatalf("b stored the shard at epoch %d, not above a's %d", row.Epoch, zombie.Epoch)
-	}
-	gateOnce.Do(func() { close(gate) }) // a's transaction runs now
-
-	var e kinesisload.LeaseLost
-	select {
-	case e = <-lost.ch:
-	case <-time.After(30 * time.Second):
-		t.Fatal("host a never reported its lease of the shard lost after the sink refused its batch")
-	}
-	if e.ShardID != txShard0 || e.Epoch != zombie.Epoch || e.Reason != kinesisload.LostSinkFenced {
-		t.Errorf("OnLeaseLost(%s, epoch %d, %v), want (%s, epoch %d, %v)", e.ShardID, e.Epoch, e.Reason, txShard0, zombie.Epoch, kinesisload.LostSinkFenced)
-	}
-	if got := e.Reason.String(); got != "sink_fenced" {
-		t.Errorf("LostSinkFenced.String() = %q, want sink_fenced (the metric attribute)", got)
-	}
-	if !errors.Is(e.Err, kinesisload.ErrLeaseLost) {
-		t.Errorf("LeaseLost.Err = %v, want a *LeaseLostError", e.Err)
-	}
-	if _, _, refused := sink.snapshot(); len(refused) != len(zombie.Records) {
-		t.Errorf("the sink refused %d records of a's, want its stalled batch's %d once: a retried a refusal that cannot end", len(refused), len(zombie.Records))
-	}
-	// The hook is called first, then Stats counts the loss.
-	st := r.loads["a"].Stats()
-	for deadline := time.Now().Add(10 * time.Second); st.LeasesLost == 0 && time.Now().Before(deadline); st = r.loads["a"].Stats() {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if st.LeasesLostBy[kinesisload.LostSinkFenced] != 1 || st.LeasesLost != 1 {
-		t.Errorf("a's Stats: LeasesLost %d, LeasesLostBy %v; want 1 of %v", st.LeasesLost, st.LeasesLostBy, kinesisload.LostSinkFenced)
-	}
-	select {
-	case err := <-r.done["a"]:
-		t.Fatalf("host a's Run returned %v after the sink fenced one shard", err)
-	default:
-	}
-
-	r.fleet.Resume("a")
-	bGateOnce.Do(func() { close(bGate) })
-	third := r.putBatch(10)
-	all := append(append(first, second...), third...)
-	sink.waitStored(t, all)
-	select {
-	case err := <-r.done["a"]:
-		t.Fatalf("host a's Run returned %v", err)
-	default:
-	}
-	r.close("a")
-	r.close("b")
-	sink.checkStoredOnce(t, all)
 }
 
 // lagCoordinator wraps a fleet host so that its leases drop every
@@ -383,42 +386,44 @@ func (l lagLease) Commit(ctx context.Context, u kinesisload.ShardProgress) error
 // Sink's checkpoint, so it hands the Sink nothing it already holds, and
 // every record is stored exactly once.
 func TestFleetNewOwnerResumesFromSinkCheckpoint(t *testing.T) {
-	r := newFleetRig(t, 1)
-	sink := newTxSink()
-	r.coords = map[string]kinesisload.Coordinator{"a": lagCoordinator{r.fleet.Host("a")}}
-	r.hostConfig = func(host string, c *kinesisload.Config) { c.Sink = sink.forHost(host) }
-	r.start("a")
-	r.waitOwner(txShard0, "a")
-	// b is initialised before a dies, so it takes the shard from the
-	// lease's progress (an initialisation merges the Sink's checkpoints
-	// into the table).
-	r.start("b")
-	waitInitialised(t, r.loads["b"])
-	first := r.putBatch(10)
-	second := r.putBatch(10)
-	sink.waitStored(t, append(first, second...))
-	held := sink.row(txShard0)
-	if table := r.fleet.Shards("orders")[txShard0].Progress.Position; table.Equal(held.Position) {
-		t.Fatalf("the table holds the sink's checkpoint %v: the coordinator did not lag", table)
-	}
-	if owner := r.fleet.Shards("orders")[txShard0].Owner; owner != "a" {
-		t.Fatalf("the shard's owner is %q, want a", owner)
-	}
-	r.kill("a") // an unplanned move: b takes the shard when a's lease expires
-	third := r.putBatch(10)
-	all := append(append(first, second...), third...)
-	sink.waitStored(t, all)
-	r.close("b")
-	sink.checkStoredOnce(t, all)
-	_, offered, _ := sink.snapshot()
-	for _, d := range offered {
-		if d.host != "b" {
-			continue
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 1)
+		sink := newTxSink()
+		r.coords = map[string]kinesisload.Coordinator{"a": lagCoordinator{r.fleet.Host("a")}}
+		r.hostConfig = func(host string, c *kinesisload.Config) { c.Sink = sink.forHost(host) }
+		r.start("a")
+		r.waitOwner(txShard0, "a")
+		// b is initialised before a dies, so it takes the shard from the
+		// lease's progress (an initialisation merges the Sink's checkpoints
+		// into the table).
+		r.start("b")
+		waitInitialised(t, r.loads["b"])
+		first := r.putBatch(10)
+		second := r.putBatch(10)
+		sink.waitStored(t, append(first, second...))
+		held := sink.row(txShard0)
+		if table := r.fleet.Shards("orders")[txShard0].Progress.Position; table.Equal(held.Position) {
+			t.Fatalf("the table holds the sink's checkpoint %v: the coordinator did not lag", table)
 		}
-		if c, err := scan.Compare(scan.AfterSequence(d.seq), held.Position); err != nil || c <= 0 {
-			t.Errorf("b handed the sink record %s (seq %s) again, at or before the sink's checkpoint %v when it took the shard", d.data, d.seq, held.Position)
+		if owner := r.fleet.Shards("orders")[txShard0].Owner; owner != "a" {
+			t.Fatalf("the shard's owner is %q, want a", owner)
 		}
-	}
+		r.kill("a") // an unplanned move: b takes the shard when a's lease expires
+		third := r.putBatch(10)
+		all := append(append(first, second...), third...)
+		sink.waitStored(t, all)
+		r.close("b")
+		sink.checkStoredOnce(t, all)
+		_, offered, _ := sink.snapshot()
+		for _, d := range offered {
+			if d.host != "b" {
+				continue
+			}
+			if c, err := scan.Compare(scan.AfterSequence(d.seq), held.Position); err != nil || c <= 0 {
+				t.Errorf("b handed the sink record %s (seq %s) again, at or before the sink's checkpoint %v when it took the shard", d.data, d.seq, held.Position)
+			}
+		}
+	})
 }
 
 func waitInitialised(t *testing.T, l *kinesisload.Loader) {
@@ -441,46 +446,48 @@ func waitInitialised(t *testing.T, l *kinesisload.Loader) {
 // its old sequence number sorted after the new stream's, and 0 of 100 of
 // the new owner's records were stored.)
 func TestFleetStartOverFencesALateBatchOfTheOldGeneration(t *testing.T) {
-	r := newFleetRig(t, 1)
-	sink := newTxSink()
-	r.hostConfig = func(host string, c *kinesisload.Config) {
-		c.Sink = sink.forHost(host)
-		c.OnStreamRecreated = kinesisload.StreamRecreatedStartOver
-		c.ListShardsInterval = 50 * time.Millisecond
-	}
-	r.start("a")
-	old := r.putBatch(5)
-	sink.waitStored(t, old)
-	// The old generation's owner's next batch, as a host paused in its
-	// transaction would commit it later: at its lease's epoch, with
-	// sequence numbers of the old stream that sort after every one of
-	// the new stream (as on AWS, where they need not start low again).
-	late := kinesisload.Batch{Stream: "orders", ShardID: txShard0, Epoch: sink.row(txShard0).Epoch}
-	for i := range 3 {
-		late.Records = append(late.Records, kinesisload.Record{SequenceNumber: fmt.Sprintf("9%055d", i+1), PartitionKey: "k", Data: []byte("late")})
-	}
-	late.Checkpoint = scan.AfterSequence(late.Records[2].SequenceNumber)
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 1)
+		sink := newTxSink()
+		r.hostConfig = func(host string, c *kinesisload.Config) {
+			c.Sink = sink.forHost(host)
+			c.OnStreamRecreated = kinesisload.StreamRecreatedStartOver
+			c.ListShardsInterval = 50 * time.Millisecond
+		}
+		r.start("a")
+		old := r.putBatch(5)
+		sink.waitStored(t, old)
+		// The old generation's owner's next batch, as a host paused in its
+		// transaction would commit it later: at its lease's epoch, with
+		// sequence numbers of the old stream that sort after every one of
+		// the new stream (as on AWS, where they need not start low again).
+		late := kinesisload.Batch{Stream: "orders", ShardID: txShard0, Epoch: sink.row(txShard0).Epoch}
+		for i := range 3 {
+			late.Records = append(late.Records, kinesisload.Record{SequenceNumber: fmt.Sprintf("9%055d", i+1), PartitionKey: "k", Data: []byte("late")})
+		}
+		late.Checkpoint = scan.AfterSequence(late.Records[2].SequenceNumber)
 
-	r.loads["a"].Pause()
-	r.recreate(1)
-	sink.mem.RemoveCheckpoints("orders")
-	r.loads["a"].Resume()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if cp, ok := sink.mem.Checkpoint("orders", txShard0); ok && cp.Position.Kind == scan.KindTrimHorizon {
-			if cp.Epoch != 1<<32 {
-				t.Errorf("the new generation's start batch was stored at epoch %d, want 1<<32 (above every epoch of generation 0)", cp.Epoch)
+		r.loads["a"].Pause()
+		r.recreate(1)
+		sink.mem.RemoveCheckpoints("orders")
+		r.loads["a"].Resume()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if cp, ok := sink.mem.Checkpoint("orders", txShard0); ok && cp.Position.Kind == scan.KindTrimHorizon {
+				if cp.Epoch != 1<<32 {
+					t.Errorf("the new generation's start batch was stored at epoch %d, want 1<<32 (above every epoch of generation 0)", cp.Epoch)
+				}
+				break
 			}
-			break
+			if time.Now().After(deadline) {
+				t.Fatal("the new generation's start batch was never stored")
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the new generation's start batch was never stored")
+		if _, err := sink.mem.Store(context.Background(), late); !errors.Is(err, kinesisload.ErrLeaseLost) {
+			t.Errorf("the old generation's late batch (epoch %d): Store = %v, want an error wrapping ErrLeaseLost", late.Epoch, err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if _, err := sink.mem.Store(context.Background(), late); !errors.Is(err, kinesisload.ErrLeaseLost) {
-		t.Errorf("the old generation's late batch (epoch %d): Store = %v, want an error wrapping ErrLeaseLost", late.Epoch, err)
-	}
-	fresh := r.putBatch(100)
-	sink.waitStored(t, fresh)
+		fresh := r.putBatch(100)
+		sink.waitStored(t, fresh)
+	})
 }

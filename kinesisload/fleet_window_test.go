@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -76,47 +77,50 @@ func TestFleetLeaseLostMidWindow(t *testing.T) {
 			name = "multi"
 		}
 		t.Run(name, func(t *testing.T) {
-			r := newFleetRig(t, 2)
-			sink := newTxSink()
-			lost := newLostLog()
-			r.hooks = map[string]kinesisload.Hook{"a": lost}
-			r.hostConfig = func(host string, c *kinesisload.Config) {
-				var h kinesisload.Sink = txHost{s: sink, host: host}
-				if multi {
-					h = txMultiHost{txHost: txHost{s: sink, host: host}, calls: &callRecord{}}
+			synctest.Test(t, func(t *testing.T) {
+				r := newFleetRig(t, 2)
+				sink := newTxSink()
+				lost := newLostLog()
+				r.hooks = map[string]kinesisload.Hook{"a": lost}
+				r.hostConfig = func(host string, c *kinesisload.Config) {
+					var h kinesisload.Sink = txHost{s: sink, host: host}
+					if multi {
+						h = txMultiHost{txHost: txHost{s: sink, host: host}, calls: &callRecord{}}
+					}
+					c.Sink = h
+					if host == "a" {
+						c.MaxBatchWait = time.Hour
+					}
 				}
-				c.Sink = h
-				if host == "a" {
-					c.MaxBatchWait = time.Hour
+				r.start("a")
+				waitInitialised(t, r.loads["a"])
+				all := r.putBatch(20)
+				waitFor(t, "a's windows hold every record", func() bool { return windowRecords(r.loads["a"]) == len(all) })
+				r.fleet.Pause("a")
+				t.Cleanup(func() { r.fleet.Resume("a") }) // before the rig closes a, if a check fails
+				r.start("b")
+				sink.waitStored(t, all)
+				r.fleet.Resume("a")
+				waitFor(t, "a lost both leases", func() bool {
+					lost.mu.Lock()
+					defer lost.mu.Unlock()
+					return len(lost.lost) == 2
+				})
+				waitFor(t, "a's windows are empty", func() bool { return windowRecords(r.loads["a"]) == 0 })
+				// a would take a shard back (its windows wait an hour): b reads
+				// on alone.
+				r.close("a")
+				more := r.putBatch(10)
+				sink.waitStored(t, append(all, more...))
+				r.close("b")
+				sink.checkStoredOnce(t, append(all, more...))
+				_, offered, _ := sink.snapshot()
+				for _, d := range offered {
+					if d.host == "a" {
+						t.Errorf("host a handed the sink record %s after its lease was lost mid-window", d.data)
+					}
 				}
-			}
-			r.start("a")
-			waitInitialised(t, r.loads["a"])
-			all := r.putBatch(20)
-			waitFor(t, "a's windows hold every record", func() bool { return windowRecords(r.loads["a"]) == len(all) })
-			r.fleet.Pause("a")
-			r.start("b")
-			sink.waitStored(t, all)
-			r.fleet.Resume("a")
-			waitFor(t, "a lost both leases", func() bool {
-				lost.mu.Lock()
-				defer lost.mu.Unlock()
-				return len(lost.lost) == 2
 			})
-			waitFor(t, "a's windows are empty", func() bool { return windowRecords(r.loads["a"]) == 0 })
-			// a would take a shard back (its windows wait an hour): b reads
-			// on alone.
-			r.close("a")
-			more := r.putBatch(10)
-			sink.waitStored(t, append(all, more...))
-			r.close("b")
-			sink.checkStoredOnce(t, append(all, more...))
-			_, offered, _ := sink.snapshot()
-			for _, d := range offered {
-				if d.host == "a" {
-					t.Errorf("host a handed the sink record %s after its lease was lost mid-window", d.data)
-				}
-			}
 		})
 	}
 }
@@ -127,71 +131,73 @@ func TestFleetLeaseLostMidWindow(t *testing.T) {
 // shard 0 as a lost lease of reason LostSinkFenced and delivers shard 1's
 // batch again at once, alone, which is stored exactly once; Run goes on.
 func TestFleetMultiSinkFencedShardIsDroppedFromTheWindow(t *testing.T) {
-	r := newFleetRig(t, 2)
-	sink := newTxSink()
-	ctx := context.Background()
-	if _, err := sink.mem.Store(ctx, kinesisload.Batch{Stream: "orders", ShardID: txShard0, Checkpoint: scan.TrimHorizon(), Epoch: 1000}); err != nil {
-		t.Fatal(err)
-	}
-	// Both shards' records are on the stream before a reads: one window
-	// holds them all (MaxBatchRecords), whichever shard is read first.
-	all := r.putBatch(20)
-	var inShard0 []string
-	for _, s := range []string{txShard0} {
-		inShard0 = append(inShard0, recordsOf(t, r, s)...)
-	}
-	if len(inShard0) == 0 || len(inShard0) == len(all) {
-		t.Fatalf("%d of the %d records on shard 0: want both shards to have some", len(inShard0), len(all))
-	}
-	calls := &callRecord{}
-	lost := newLostLog()
-	r.hooks = map[string]kinesisload.Hook{"a": lost}
-	r.hostConfig = func(host string, c *kinesisload.Config) {
-		c.Sink = txMultiHost{txHost: txHost{s: sink, host: host}, calls: calls}
-		c.MaxBatchRecords, c.MaxBatchWait = len(all), time.Hour
-	}
-	r.start("a")
-	var inShard1 []string
-	for _, d := range all {
-		if !slices.Contains(inShard0, d) {
-			inShard1 = append(inShard1, d)
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 2)
+		sink := newTxSink()
+		ctx := context.Background()
+		if _, err := sink.mem.Store(ctx, kinesisload.Batch{Stream: "orders", ShardID: txShard0, Checkpoint: scan.TrimHorizon(), Epoch: 1000}); err != nil {
+			t.Fatal(err)
 		}
-	}
-	sink.waitStored(t, inShard1)
-	var e kinesisload.LeaseLost
-	select {
-	case e = <-lost.ch:
-	case <-time.After(30 * time.Second):
-		t.Fatal("shard 0's lease was never reported lost")
-	}
-	if e.ShardID != txShard0 || e.Reason != kinesisload.LostSinkFenced {
-		t.Errorf("OnLeaseLost(%s, %v), want (%s, %v)", e.ShardID, e.Reason, txShard0, kinesisload.LostSinkFenced)
-	}
-	got := calls.all()
-	if len(got) < 2 || len(got[0]) != 2 || !slices.Equal(got[1], []string{"shardId-000000000001"}) {
-		t.Errorf("DeliverMulti calls %v: want the window of both shards, then shard 1's batch alone", got)
-	}
-	select {
-	case err := <-r.done["a"]:
-		t.Fatalf("host a's Run returned %v after the sink fenced one shard", err)
-	default:
-	}
-	r.close("a")
-	stored, _, _ := sink.snapshot()
-	n := map[string]int{}
-	for _, d := range stored {
-		n[d.data]++
-	}
-	for _, d := range inShard1 {
-		if n[d] != 1 {
-			t.Errorf("record %s of shard 1 stored %d times, want once", d, n[d])
+		// Both shards' records are on the stream before a reads: one window
+		// holds them all (MaxBatchRecords), whichever shard is read first.
+		all := r.putBatch(20)
+		var inShard0 []string
+		for _, s := range []string{txShard0} {
+			inShard0 = append(inShard0, recordsOf(t, r, s)...)
 		}
-	}
-	for _, d := range inShard0 {
-		if n[d] != 0 {
-			t.Errorf("record %s of the fenced shard 0 stored %d times, want none", d, n[d])
+		if len(inShard0) == 0 || len(inShard0) == len(all) {
+			t.Fatalf("%d of the %d records on shard 0: want both shards to have some", len(inShard0), len(all))
 		}
-	}
+		calls := &callRecord{}
+		lost := newLostLog()
+		r.hooks = map[string]kinesisload.Hook{"a": lost}
+		r.hostConfig = func(host string, c *kinesisload.Config) {
+			c.Sink = txMultiHost{txHost: txHost{s: sink, host: host}, calls: calls}
+			c.MaxBatchRecords, c.MaxBatchWait = len(all), time.Hour
+		}
+		r.start("a")
+		var inShard1 []string
+		for _, d := range all {
+			if !slices.Contains(inShard0, d) {
+				inShard1 = append(inShard1, d)
+			}
+		}
+		sink.waitStored(t, inShard1)
+		var e kinesisload.LeaseLost
+		select {
+		case e = <-lost.ch:
+		case <-time.After(30 * time.Second):
+			t.Fatal("shard 0's lease was never reported lost")
+		}
+		if e.ShardID != txShard0 || e.Reason != kinesisload.LostSinkFenced {
+			t.Errorf("OnLeaseLost(%s, %v), want (%s, %v)", e.ShardID, e.Reason, txShard0, kinesisload.LostSinkFenced)
+		}
+		got := calls.all()
+		if len(got) < 2 || len(got[0]) != 2 || !slices.Equal(got[1], []string{"shardId-000000000001"}) {
+			t.Errorf("DeliverMulti calls %v: want the window of both shards, then shard 1's batch alone", got)
+		}
+		select {
+		case err := <-r.done["a"]:
+			t.Fatalf("host a's Run returned %v after the sink fenced one shard", err)
+		default:
+		}
+		r.close("a")
+		stored, _, _ := sink.snapshot()
+		n := map[string]int{}
+		for _, d := range stored {
+			n[d.data]++
+		}
+		for _, d := range inShard1 {
+			if n[d] != 1 {
+				t.Errorf("record %s of shard 1 stored %d times, want once", d, n[d])
+			}
+		}
+		for _, d := range inShard0 {
+			if n[d] != 0 {
+				t.Errorf("record %s of the fenced shard 0 stored %d times, want none", d, n[d])
+			}
+		}
+	})
 }
 
 // recordsOf returns the data of the records on shard, from its start.

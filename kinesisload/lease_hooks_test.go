@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tidemark/tidemark/kinesisload"
@@ -133,97 +134,99 @@ func acquiredAs(t *testing.T, host, when string, es []kinesisload.LeaseAcquired,
 // itself (self_fenced) and its shards are taken after the lease duration
 // (expired); so are a killed host's.
 func TestFleetLeaseHooksSayWhy(t *testing.T) {
-	r := newFleetRig(t, 4)
-	logs := map[string]*leaseLog{"a": {}, "b": {}, "c": {}}
-	r.hooks = map[string]kinesisload.Hook{"a": logs["a"], "b": logs["b"], "c": logs["c"]}
-	want := r.put(40)
-	r.start("a")
-	r.waitAll(want)
-	r.waitHeld(map[string]int{"a": 4})
-	all := slices.Sorted(maps.Keys(r.held("a")))
-	acq, _, _ := logs["a"].since(mark{})
-	acquiredAs(t, "a", "alone", acq, all, kinesisload.AcquireInitial)
-	st := r.loads["a"].Stats()
-	for _, l := range st.Leases {
-		if l.Epoch != 1 || l.Reason != kinesisload.AcquireInitial || l.Since.IsZero() {
-			t.Errorf("Stats lease %+v, want epoch 1, initial, a start time", l)
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 4)
+		logs := map[string]*leaseLog{"a": {}, "b": {}, "c": {}}
+		r.hooks = map[string]kinesisload.Hook{"a": logs["a"], "b": logs["b"], "c": logs["c"]}
+		want := r.put(40)
+		r.start("a")
+		r.waitAll(want)
+		r.waitHeld(map[string]int{"a": 4})
+		all := slices.Sorted(maps.Keys(r.held("a")))
+		acq, _, _ := logs["a"].since(mark{})
+		acquiredAs(t, "a", "alone", acq, all, kinesisload.AcquireInitial)
+		st := r.loads["a"].Stats()
+		for _, l := range st.Leases {
+			if l.Epoch != 1 || l.Reason != kinesisload.AcquireInitial || l.Since.IsZero() {
+				t.Errorf("Stats lease %+v, want epoch 1, initial, a start time", l)
+			}
 		}
-	}
-	if st.LeasesAcquired != 4 || st.LeasesLost != 0 || st.LeasesHandedOff != 0 {
-		t.Errorf("Stats counts acquired %d, lost %d, handed off %d; want 4, 0, 0", st.LeasesAcquired, st.LeasesLost, st.LeasesHandedOff)
-	}
-
-	// A steal: b joins and is handed its share.
-	ma, mb := logs["a"].mark(), logs["b"].mark()
-	r.start("b")
-	r.waitHeld(map[string]int{"a": 2, "b": 2})
-	bHeld := slices.Sorted(maps.Keys(r.held("b")))
-	_, lostA, handedA := logs["a"].since(ma)
-	acqB, _, _ := logs["b"].since(mb)
-	acquiredAs(t, "b", "steal", acqB, bHeld, kinesisload.AcquireHandoff)
-	if len(lostA) != 0 {
-		t.Errorf("steal: a lost %v, want planned handoffs only", lostA)
-	}
-	if len(handedA) != 2 {
-		t.Errorf("steal: a handed off %d leases, want 2", len(handedA))
-	}
-	for _, e := range handedA {
-		if e.Reason != kinesisload.HandoffRebalance || !slices.Contains(bHeld, e.ShardID) || e.Held <= 0 || e.Position.Kind == 0 {
-			t.Errorf("steal: a handed off %+v, want rebalance of one of b's %v, held a while, with the committed position", e, bHeld)
+		if st.LeasesAcquired != 4 || st.LeasesLost != 0 || st.LeasesHandedOff != 0 {
+			t.Errorf("Stats counts acquired %d, lost %d, handed off %d; want 4, 0, 0", st.LeasesAcquired, st.LeasesLost, st.LeasesHandedOff)
 		}
-	}
-	if st := r.loads["a"].Stats(); st.LeasesHandedOff != 2 {
-		t.Errorf("steal: a's Stats count %d handoffs, want 2", st.LeasesHandedOff)
-	}
 
-	// Close: b hands its leases off; a takes them as unowned.
-	ma, mb = logs["a"].mark(), logs["b"].mark()
-	r.close("b")
-	r.waitHeld(map[string]int{"a": 4})
-	_, lostB, handedB := logs["b"].since(mb)
-	if len(lostB) != 0 || len(handedB) != 2 {
-		t.Errorf("close: b lost %v and handed off %d, want 2 handoffs and nothing lost", lostB, len(handedB))
-	}
-	for _, e := range handedB {
-		if e.Reason != kinesisload.HandoffClose {
-			t.Errorf("close: b handed off %s as %v, want %v", e.ShardID, e.Reason, kinesisload.HandoffClose)
+		// A steal: b joins and is handed its share.
+		ma, mb := logs["a"].mark(), logs["b"].mark()
+		r.start("b")
+		r.waitHeld(map[string]int{"a": 2, "b": 2})
+		bHeld := slices.Sorted(maps.Keys(r.held("b")))
+		_, lostA, handedA := logs["a"].since(ma)
+		acqB, _, _ := logs["b"].since(mb)
+		acquiredAs(t, "b", "steal", acqB, bHeld, kinesisload.AcquireHandoff)
+		if len(lostA) != 0 {
+			t.Errorf("steal: a lost %v, want planned handoffs only", lostA)
 		}
-	}
-	if st := r.loads["b"].Stats(); len(st.Leases) != 0 || st.LeasesHandedOff != 2 || st.LeasesAcquired != 2 {
-		t.Errorf("close: b's Stats: leases %v, acquired %d, handed off %d; want none held, 2, 2", st.Leases, st.LeasesAcquired, st.LeasesHandedOff)
-	}
-	acqA, _, _ := logs["a"].since(ma)
-	acquiredAs(t, "a", "close", acqA, bHeld, kinesisload.AcquireUnowned)
-
-	// Self-fencing: c joins and takes its share, then none of its writes
-	// lands for a while: it stops, and a takes the shards as expired.
-	r.start("c")
-	r.waitHeld(map[string]int{"a": 2, "c": 2})
-	cHeld := slices.Sorted(maps.Keys(r.held("c")))
-	ma, mc := logs["a"].mark(), logs["c"].mark()
-	r.fleet.Refuse("c", 50)
-	waitLost(t, logs["c"], mc, 2)
-	_, lostC, handedC := logs["c"].since(mc)
-	for _, e := range lostC {
-		if e.Reason != kinesisload.LostSelfFenced || e.Err == nil || !slices.Contains(cHeld, e.ShardID) {
-			t.Errorf("fence: c lost %+v, want self_fenced with the coordinator's error, of one of %v", e, cHeld)
+		if len(handedA) != 2 {
+			t.Errorf("steal: a handed off %d leases, want 2", len(handedA))
 		}
-	}
-	if len(handedC) != 0 {
-		t.Errorf("fence: c handed off %v, want nothing: it could not write", handedC)
-	}
-	r.waitHeld(map[string]int{"a": 4})
-	acqA, _, _ = logs["a"].since(ma)
-	acquiredAs(t, "a", "fence", acqA, cHeld, kinesisload.AcquireExpired)
-	eventually(t, "c's Stats count the 2 leases lost", func() bool { return r.loads["c"].Stats().LeasesLost == 2 })
+		for _, e := range handedA {
+			if e.Reason != kinesisload.HandoffRebalance || !slices.Contains(bHeld, e.ShardID) || e.Held <= 0 || e.Position.Kind == 0 {
+				t.Errorf("steal: a handed off %+v, want rebalance of one of b's %v, held a while, with the committed position", e, bHeld)
+			}
+		}
+		if st := r.loads["a"].Stats(); st.LeasesHandedOff != 2 {
+			t.Errorf("steal: a's Stats count %d handoffs, want 2", st.LeasesHandedOff)
+		}
 
-	// Kill: c writes again and takes its share back; killed, its shards
-	// go to a as expired.
-	r.waitHeld(map[string]int{"a": 2, "c": 2})
-	cHeld = slices.Sorted(maps.Keys(r.held("c")))
-	ma = logs["a"].mark()
-	r.kill("c")
-	r.waitHeld(map[string]int{"a": 4})
-	acqA, _, _ = logs["a"].since(ma)
-	acquiredAs(t, "a", "kill", acqA, cHeld, kinesisload.AcquireExpired)
+		// Close: b hands its leases off; a takes them as unowned.
+		ma, mb = logs["a"].mark(), logs["b"].mark()
+		r.close("b")
+		r.waitHeld(map[string]int{"a": 4})
+		_, lostB, handedB := logs["b"].since(mb)
+		if len(lostB) != 0 || len(handedB) != 2 {
+			t.Errorf("close: b lost %v and handed off %d, want 2 handoffs and nothing lost", lostB, len(handedB))
+		}
+		for _, e := range handedB {
+			if e.Reason != kinesisload.HandoffClose {
+				t.Errorf("close: b handed off %s as %v, want %v", e.ShardID, e.Reason, kinesisload.HandoffClose)
+			}
+		}
+		if st := r.loads["b"].Stats(); len(st.Leases) != 0 || st.LeasesHandedOff != 2 || st.LeasesAcquired != 2 {
+			t.Errorf("close: b's Stats: leases %v, acquired %d, handed off %d; want none held, 2, 2", st.Leases, st.LeasesAcquired, st.LeasesHandedOff)
+		}
+		acqA, _, _ := logs["a"].since(ma)
+		acquiredAs(t, "a", "close", acqA, bHeld, kinesisload.AcquireUnowned)
+
+		// Self-fencing: c joins and takes its share, then none of its writes
+		// lands for a while: it stops, and a takes the shards as expired.
+		r.start("c")
+		r.waitHeld(map[string]int{"a": 2, "c": 2})
+		cHeld := slices.Sorted(maps.Keys(r.held("c")))
+		ma, mc := logs["a"].mark(), logs["c"].mark()
+		r.fleet.Refuse("c", 50)
+		waitLost(t, logs["c"], mc, 2)
+		_, lostC, handedC := logs["c"].since(mc)
+		for _, e := range lostC {
+			if e.Reason != kinesisload.LostSelfFenced || e.Err == nil || !slices.Contains(cHeld, e.ShardID) {
+				t.Errorf("fence: c lost %+v, want self_fenced with the coordinator's error, of one of %v", e, cHeld)
+			}
+		}
+		if len(handedC) != 0 {
+			t.Errorf("fence: c handed off %v, want nothing: it could not write", handedC)
+		}
+		r.waitHeld(map[string]int{"a": 4})
+		acqA, _, _ = logs["a"].since(ma)
+		acquiredAs(t, "a", "fence", acqA, cHeld, kinesisload.AcquireExpired)
+		eventually(t, "c's Stats count the 2 leases lost", func() bool { return r.loads["c"].Stats().LeasesLost == 2 })
+
+		// Kill: c writes again and takes its share back; killed, its shards
+		// go to a as expired.
+		r.waitHeld(map[string]int{"a": 2, "c": 2})
+		cHeld = slices.Sorted(maps.Keys(r.held("c")))
+		ma = logs["a"].mark()
+		r.kill("c")
+		r.waitHeld(map[string]int{"a": 4})
+		acqA, _, _ = logs["a"].since(ma)
+		acquiredAs(t, "a", "kill", acqA, cHeld, kinesisload.AcquireExpired)
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -219,58 +220,60 @@ func TestRewindOfAJournalReachesATransactionalSink(t *testing.T) {
 // other shard is not touched, and records put after the rewind are
 // stored once.
 func TestRewindOfARunningFleetReachesItsTransactionalSink(t *testing.T) {
-	r := newFleetRig(t, 2)
-	mem := sinktest.NewMemory()
-	r.hostConfig = func(host string, c *kinesisload.Config) { c.Sink = mem }
-	count := func() (n int) {
-		for _, sh := range mem.Shards("orders") {
-			n += len(mem.Stored("orders", sh))
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 2)
+		mem := sinktest.NewMemory()
+		r.hostConfig = func(host string, c *kinesisload.Config) { c.Sink = mem }
+		count := func() (n int) {
+			for _, sh := range mem.Shards("orders") {
+				n += len(mem.Stored("orders", sh))
+			}
+			return n
 		}
-		return n
-	}
-	r.start("a")
-	before := r.put(20)
-	untilTrue(t, func() bool { return count() == len(before) })
-	r.close("a")
-	r.start("a")
-	r.start("b")
-	r.waitOwning("a", "b")
-	shards := mem.Shards("orders")
-	target := shards[0]
-	stored := mem.Stored("orders", target)
-	if len(stored) < 3 {
-		t.Fatalf("shard %s holds %d records; want at least 3", target, len(stored))
-	}
-	other := len(mem.Stored("orders", shards[1]))
-	rws, err := fleet.Rewind(context.Background(), r.fleet.Table(), "orders", kinesisload.Rewind{ID: "rw1", By: "ops", At: time.Now()},
-		map[string]scan.Position{target: scan.AfterSequence(stored[1].SequenceNumber)})
-	if err != nil || len(rws) != 1 {
-		t.Fatalf("Rewind = %v, %v", rws, err)
-	}
-	again := len(stored) - 2
-	untilTrue(t, func() bool { return len(mem.Stored("orders", target)) == len(stored)+again })
-	after := r.put(6)
-	untilTrue(t, func() bool { return count() == len(before)+again+len(after) })
-	got := mem.Stored("orders", target)
-	for i, rec := range got[len(stored) : len(stored)+again] {
-		if want := stored[2+i].SequenceNumber; rec.SequenceNumber != want {
-			t.Fatalf("record %d stored after the rewind is %s, want %s (the records after the rewind's position, in order)", i, rec.SequenceNumber, want)
+		r.start("a")
+		before := r.put(20)
+		untilTrue(t, func() bool { return count() == len(before) })
+		r.close("a")
+		r.start("a")
+		r.start("b")
+		r.waitOwning("a", "b")
+		shards := mem.Shards("orders")
+		target := shards[0]
+		stored := mem.Stored("orders", target)
+		if len(stored) < 3 {
+			t.Fatalf("shard %s holds %d records; want at least 3", target, len(stored))
 		}
-	}
-	if n := len(mem.Stored("orders", shards[1])); n < other {
-		t.Errorf("shard %s lost records: %d, had %d", shards[1], n, other)
-	}
-	rewound, err := fleet.Rewinds(context.Background(), r.fleet.Table(), "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rw := rewound[target]; rw.SinkPending {
-		t.Errorf("the rewind is still pending for the Sink: %+v", rw)
-	}
-	cp, _ := mem.Checkpoint("orders", target)
-	if info := r.fleet.Shards("orders")[target]; cp.Epoch == 0 || cp.Epoch > info.Epoch {
-		t.Errorf("the Sink's epoch %d: want the epoch of a lease taken after the rewind (the table's is %d)", cp.Epoch, info.Epoch)
-	}
+		other := len(mem.Stored("orders", shards[1]))
+		rws, err := fleet.Rewind(context.Background(), r.fleet.Table(), "orders", kinesisload.Rewind{ID: "rw1", By: "ops", At: time.Now()},
+			map[string]scan.Position{target: scan.AfterSequence(stored[1].SequenceNumber)})
+		if err != nil || len(rws) != 1 {
+			t.Fatalf("Rewind = %v, %v", rws, err)
+		}
+		again := len(stored) - 2
+		untilTrue(t, func() bool { return len(mem.Stored("orders", target)) == len(stored)+again })
+		after := r.put(6)
+		untilTrue(t, func() bool { return count() == len(before)+again+len(after) })
+		got := mem.Stored("orders", target)
+		for i, rec := range got[len(stored) : len(stored)+again] {
+			if want := stored[2+i].SequenceNumber; rec.SequenceNumber != want {
+				t.Fatalf("record %d stored after the rewind is %s, want %s (the records after the rewind's position, in order)", i, rec.SequenceNumber, want)
+			}
+		}
+		if n := len(mem.Stored("orders", shards[1])); n < other {
+			t.Errorf("shard %s lost records: %d, had %d", shards[1], n, other)
+		}
+		rewound, err := fleet.Rewinds(context.Background(), r.fleet.Table(), "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rw := rewound[target]; rw.SinkPending {
+			t.Errorf("the rewind is still pending for the Sink: %+v", rw)
+		}
+		cp, _ := mem.Checkpoint("orders", target)
+		if info := r.fleet.Shards("orders")[target]; cp.Epoch == 0 || cp.Epoch > info.Epoch {
+			t.Errorf("the Sink's epoch %d: want the epoch of a lease taken after the rewind (the table's is %d)", cp.Epoch, info.Epoch)
+		}
+	})
 }
 
 // With a plain Sink, a rewind of a running fleet's shard re-delivers the
@@ -278,48 +281,50 @@ func TestRewindOfARunningFleetReachesItsTransactionalSink(t *testing.T) {
 // it takes it again (the only host here), whose own view of the position
 // is from before the rewind; nothing is lost.
 func TestRewindOfARunningFleetRereadsFromTheNewPosition(t *testing.T) {
-	r := newFleetRig(t, 2)
-	r.start("a")
-	before := r.put(20)
-	r.waitAll(before)
-	var target string
-	var seqs []string
-	for _, d := range r.sink.deliveries() {
-		if target == "" {
-			target = d.shard
-		}
-		if d.shard == target {
-			seqs = append(seqs, d.seq)
-		}
-	}
-	if len(seqs) < 3 {
-		t.Fatalf("shard %s got %d records; want at least 3", target, len(seqs))
-	}
-	n := len(r.sink.deliveries())
-	if _, err := fleet.Rewind(context.Background(), r.fleet.Table(), "orders", kinesisload.Rewind{ID: "rw1", By: "ops", At: time.Now()},
-		map[string]scan.Position{target: scan.AfterSequence(seqs[0])}); err != nil {
-		t.Fatal(err)
-	}
-	untilTrue(t, func() bool {
-		again := 0
-		for _, d := range r.sink.deliveries()[n:] {
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 2)
+		r.start("a")
+		before := r.put(20)
+		r.waitAll(before)
+		var target string
+		var seqs []string
+		for _, d := range r.sink.deliveries() {
+			if target == "" {
+				target = d.shard
+			}
 			if d.shard == target {
-				again++
+				seqs = append(seqs, d.seq)
 			}
 		}
-		return again >= len(seqs)-1
-	})
-	var again []string
-	for _, d := range r.sink.deliveries()[n:] {
-		if d.shard == target {
-			again = append(again, d.seq)
+		if len(seqs) < 3 {
+			t.Fatalf("shard %s got %d records; want at least 3", target, len(seqs))
 		}
-	}
-	if strings.Join(again[:len(seqs)-1], " ") != strings.Join(seqs[1:], " ") {
-		t.Errorf("after the rewind shard %s delivered %v, want %v first (every record after the new position, in order)", target, again, seqs[1:])
-	}
-	after := r.put(6)
-	r.waitAll(append(before, after...))
+		n := len(r.sink.deliveries())
+		if _, err := fleet.Rewind(context.Background(), r.fleet.Table(), "orders", kinesisload.Rewind{ID: "rw1", By: "ops", At: time.Now()},
+			map[string]scan.Position{target: scan.AfterSequence(seqs[0])}); err != nil {
+			t.Fatal(err)
+		}
+		untilTrue(t, func() bool {
+			again := 0
+			for _, d := range r.sink.deliveries()[n:] {
+				if d.shard == target {
+					again++
+				}
+			}
+			return again >= len(seqs)-1
+		})
+		var again []string
+		for _, d := range r.sink.deliveries()[n:] {
+			if d.shard == target {
+				again = append(again, d.seq)
+			}
+		}
+		if strings.Join(again[:len(seqs)-1], " ") != strings.Join(seqs[1:], " ") {
+			t.Errorf("after the rewind shard %s delivered %v, want %v first (every record after the new position, in order)", target, again, seqs[1:])
+		}
+		after := r.put(6)
+		r.waitAll(append(before, after...))
+	})
 }
 
 // untilTrue polls cond for up to 30 s.

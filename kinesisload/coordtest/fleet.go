@@ -97,6 +97,10 @@ type Host struct {
 	// Guarded by f.mu.
 	skew   time.Duration
 	killed bool
+	// round is closed when the host's last round returns; a round that
+	// met a pause waits in it until Resume, and Advance neither waits for
+	// it nor starts another meanwhile.
+	round chan struct{}
 }
 
 var _ kinesisload.Coordinator = (*Host)(nil)
@@ -144,7 +148,8 @@ func (h *Host) clock() time.Time {
 // Advance moves every host's clock forward by d, in steps of at most
 // RenewInterval, and after each step runs one round of every host that is
 // neither paused nor killed, and waits for them. A paused host does
-// nothing while time passes.
+// nothing while time passes: a round that meets the pause (the host was
+// paused during it) waits for Resume, and Advance goes on without it.
 func (f *Fleet) Advance(d time.Duration) {
 	for d > 0 {
 		step := min(d, f.cfg.RenewInterval)
@@ -153,16 +158,42 @@ func (f *Fleet) Advance(d time.Duration) {
 		f.now += step
 		var hs []*Host
 		for _, h := range f.hosts {
-			if !h.killed && !h.table.Paused() {
-				hs = append(hs, h)
+			if h.killed || h.table.Paused() || h.round != nil && !isClosed(h.round) {
+				continue
 			}
+			h.round = make(chan struct{})
+			hs = append(hs, h)
 		}
 		f.mu.Unlock()
-		var wg sync.WaitGroup
 		for _, h := range hs {
-			wg.Go(h.coord.Round)
+			go func() {
+				defer close(h.round)
+				h.coord.Round()
+			}()
 		}
-		wg.Wait()
+		for _, h := range hs {
+			for !f.roundOver(h) {
+				select {
+				case <-h.round:
+				case <-time.After(time.Millisecond):
+				}
+			}
+		}
+	}
+}
+
+// roundOver reports whether the host's round returned, or cannot go on
+// until the host is resumed.
+func (f *Fleet) roundOver(h *Host) bool {
+	return isClosed(h.round) || h.table.Paused()
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
