@@ -47,10 +47,10 @@ type run struct {
 type ledger struct {
 	puts   []*put
 	byData map[string]*put
-	first  map[string]int // data: the index of the delivery that first accepted it
-	last   map[string]int // data: the index of the delivery that last accepted it
-	count  map[string]int // data: how many deliveries accepted it
-	n      int            // deliveries of records accepted
+	first  map[string]int   // data: the index of the delivery that first accepted it
+	at     map[string][]int // data: the indexes of the deliveries that accepted it
+	count  map[string]int   // data: how many deliveries accepted it
+	n      int              // deliveries of records accepted
 	runs   []run
 
 	// The single host's promise: from the Run that made the first
@@ -91,16 +91,36 @@ type rewound struct {
 	at    time.Time
 }
 
-// again reports whether the rewind asks p delivered again.
-func (rw rewound) again(p *put) bool {
-	if p.gen != rw.gen || p.shard != rw.shard || !p.at.Before(rw.at) {
-		return false
+// owed folds the operator's rewinds of p's shard made after p was put,
+// in order, into what the guarantee owes p: a delivery after the index it
+// returns (-1: any delivery), or nothing (ok false). required says whether
+// p is owed before any rewind. A rewind to a position at or before p asks
+// p delivered again after the rewind; one past p (an operator may move a
+// shard forward) skips it: nothing is owed any more.
+func (l *ledger) owed(p *put, required bool) (after int, id string, ok bool) {
+	after, ok = -1, required
+	for _, rw := range l.rewound {
+		if rw.gen != p.gen || rw.shard != p.shard || !p.at.Before(rw.at) {
+			continue
+		}
+		if rw.pos.Kind == scan.KindTrimHorizon || !p.at.Truncate(time.Millisecond).Before(rw.pos.Timestamp) {
+			after, id, ok = rw.mark, rw.id, true
+		} else {
+			after, id, ok = -1, "", false
+		}
 	}
-	return rw.pos.Kind == scan.KindTrimHorizon || !p.at.Truncate(time.Millisecond).Before(rw.pos.Timestamp)
+	return after, id, ok
+}
+
+// deliveredAfter reports whether p was delivered after the delivery of
+// index mark (-1: at all).
+func (l *ledger) deliveredAfter(p *put, mark int) bool {
+	at := l.at[p.data]
+	return len(at) > 0 && at[len(at)-1] > mark
 }
 
 func (l *ledger) init() {
-	l.byData, l.first, l.last, l.count, l.runs2 = map[string]*put{}, map[string]int{}, map[string]int{}, map[string]int{}, map[runKey][2]*put{}
+	l.byData, l.first, l.at, l.count, l.runs2 = map[string]*put{}, map[string]int{}, map[string][]int{}, map[string]int{}, map[runKey][2]*put{}
 }
 
 func (l *ledger) put(p *put) {
@@ -135,7 +155,7 @@ func (l *ledger) delivered(shard string, r kinesisload.Record, _ time.Time) stri
 	if _, seen := l.first[data]; !seen {
 		l.first[data] = l.n
 	}
-	l.last[data] = l.n
+	l.at[data] = append(l.at[data], l.n)
 	l.count[data]++
 	return ""
 }
@@ -209,30 +229,25 @@ func (w *world) missing(limit int) []*put {
 	var out []*put
 	w.ledger.required = 0
 	for _, p := range w.ledger.puts {
-		if !w.isRequired(p, final, from) {
+		after, id, owed := -1, "", w.isRequired(p, final, from)
+		if p.gen == final { // rewinds of an earlier incarnation owe nothing
+			after, id, owed = w.ledger.owed(p, owed)
+		}
+		if !owed {
 			continue
 		}
 		w.ledger.required++
-		got := w.ledger.count[p.data] > 0
-		if stored != nil {
+		got := w.ledger.deliveredAfter(p, after)
+		if stored != nil && after < 0 {
 			_, got = stored[p.data]
 		}
 		if !got && len(out) < limit {
-			out = append(out, p)
-		}
-	}
-	// A rewind of the last incarnation: what it rewound is delivered
-	// again.
-	for _, rw := range w.ledger.rewound {
-		if rw.gen != final {
-			continue
-		}
-		for _, p := range w.ledger.puts {
-			if rw.again(p) && w.ledger.last[p.data] <= rw.mark && len(out) < limit {
+			if id != "" {
 				again := *p
-				again.data += " (not delivered again after " + rw.id + ")"
-				out = append(out, &again)
+				again.data += " (not delivered again after " + id + ")"
+				p = &again
 			}
+			out = append(out, p)
 		}
 	}
 	return out
