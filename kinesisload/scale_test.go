@@ -62,9 +62,12 @@ func bigStream(t *testing.T, n int) *stream {
 }
 
 // The start-up batch of a big stream (20,000 shards) is larger than one
-// journal record (4 MiB): it is saved as several parts and one commit, all
-// or nothing. With -short: 2,000 shards and parts a tenth as large.
-func TestInitialisesAHugeStreamInOneAllOrNothingBatch(t *testing.T) {
+// journal record (4 MiB): it is saved as several parts and one commit, and
+// a fresh store on the journal replays every shard at its resolved
+// position. With -short: 2,000 shards and parts a tenth as large. (A
+// crash between the parts and the commit: TestJournalStoreBatchIsAllOrNothing
+// and the crash points below.)
+func TestInitialisesAHugeStreamInOneDurableBatch(t *testing.T) {
 	n := 20000
 	if testing.Short() {
 		n = 2000 // the same path, a tenth of the shards

@@ -101,7 +101,9 @@ func TestOutage(t *testing.T) {
 	sink := &memSink{}
 	cfg := kinesisload.Config{Stream: stream, Sink: sink, Dir: t.TempDir(), StartPosition: scan.Latest(),
 		IdleWait: 200 * time.Millisecond, ListShardsInterval: time.Second, CallTimeout: 5 * time.Second,
-		KinesisMaxBackoff: 2 * time.Second}
+		// Backoffs of 0.2 s to 2 s: the retries the checks count fit in
+		// the short form's outage of 10 s with room to spare.
+		KinesisBackoff: 200 * time.Millisecond, KinesisMaxBackoff: 2 * time.Second}
 
 	// During start-up: nothing answers from the first call on.
 	if err := proxy.SetAll(down); err != nil {

@@ -107,8 +107,9 @@ func sigkillLoop(t *testing.T, fanOut bool) {
 	)
 	reshardAt := map[int]func() string{}
 	if kills >= 3 {
-		// Short form: a split, a merge and a split; long form: one every
-		// 10 kills, alternating.
+		// A reshard every kills/3 kills (every 10 from 30 kills on),
+		// alternating split and merge: with -short's 6 kills, a split
+		// and a merge.
 		first, step := kills/3, kills/3
 		if kills >= 30 {
 			first, step = 10, 10

@@ -347,20 +347,25 @@ func plan(seed int64) (Spec, []Event) {
 			if sp.StartOver {
 				add(Event{At: at, Kind: EvRecreate, D: dur(0, 15*time.Second), N: 1 + r.IntN(3)})
 			}
-		case w < 97:
-			// A rewind re-delivers on purpose: in schedules with a plain
-			// Sink, whose oracles count first deliveries.
-			if !sp.Transactional {
-				e := Event{At: at, Kind: EvRewind, Op: "trim-horizon", N: r.IntN(5) - 1}
-				if r.IntN(2) == 0 {
-					e.Op, e.D = "timestamp", dur(0, at)
-				}
-				add(e)
-			}
 		default:
 			if sp.fleet() {
 				add(Event{At: at, Kind: EvHandEdit, Op: handEdits[r.IntN(len(handEdits))], D: dur(time.Second, 40*time.Second)})
 			}
+		}
+	}
+	// An operator's rewinds, drawn from a stream of their own so that the
+	// rest of a seed's schedule is what it was before rewinds existed. A
+	// rewind re-delivers on purpose: only in schedules with a plain Sink,
+	// whose oracles count first deliveries.
+	rr := rand.New(rand.NewPCG(uint64(seed), 0x4e41))
+	if !sp.Transactional && rr.IntN(3) == 0 {
+		for range 1 + rr.IntN(3) {
+			at := 2*time.Second + time.Duration(rr.Int64N(int64(sp.Chaos-2*time.Second)+1))
+			e := Event{At: at, Kind: EvRewind, Op: "trim-horizon", N: rr.IntN(5) - 1}
+			if rr.IntN(2) == 0 {
+				e.Op, e.D = "timestamp", time.Duration(rr.Int64N(int64(at)+1))
+			}
+			add(e)
 		}
 	}
 	slices.SortStableFunc(evs, func(a, b Event) int { return int(a.At - b.At) })

@@ -325,8 +325,11 @@ func (w *world) rewind(ctx context.Context, s *slot, e Event) {
 	op := kinesisload.Rewind{ID: fmt.Sprintf("rewind-%d", w.rewinds), By: "sim operator", At: time.Now()}
 	w.mu.Unlock()
 	if w.spec.fleet() {
+		// The mark is taken before the write: a host may read the rewind
+		// and deliver again at once, and that delivery counts.
+		mark := w.mark()
 		rws, err := fleet.Rewind(ctx, w.table, stream, op, to)
-		w.rewound(op, rws, pos, err)
+		w.rewound(op, rws, pos, mark, err)
 		return
 	}
 	p := s.cur
@@ -358,18 +361,27 @@ func (w *world) rewind(ctx context.Context, s *slot, e Event) {
 		w.failf("operator: the journal store: %v", err)
 		return
 	}
+	mark := w.mark()
 	rws, err := store.Rewind(ctx, stream, op, to)
-	w.rewound(op, rws, pos, err)
+	w.rewound(op, rws, pos, mark, err)
+}
+
+// mark is the ledger's count of deliveries, and the time: a rewind's
+// point, taken before it is written.
+func (w *world) mark() rewound {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return rewound{mark: w.ledger.n, at: time.Now()}
 }
 
 // rewound writes the rewinds that landed in the ledger: from now on, what
 // they rewound is delivered again.
-func (w *world) rewound(op kinesisload.Rewind, rws []kinesisload.Rewind, pos scan.Position, err error) {
+func (w *world) rewound(op kinesisload.Rewind, rws []kinesisload.Rewind, pos scan.Position, mark rewound, err error) {
 	w.logf("operator: %s rewound %d shards to %v: %v", op.ID, len(rws), pos, err)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range rws {
-		w.ledger.rewound = append(w.ledger.rewound, rewound{id: op.ID, shard: r.Shard, gen: w.gen, pos: pos, mark: w.ledger.n, at: time.Now()})
+		w.ledger.rewound = append(w.ledger.rewound, rewound{id: op.ID, shard: r.Shard, gen: w.gen, pos: pos, mark: mark.mark, at: mark.at})
 	}
 }
 

@@ -22,13 +22,15 @@ import (
 	"time"
 )
 
-// event is one line of test2json's output.
+// event is one line of test2json's output (or of the go command's build
+// output, which names the package ImportPath).
 type event struct {
-	Action  string
-	Package string
-	Test    string
-	Elapsed float64
-	Output  string
+	Action     string
+	Package    string
+	ImportPath string
+	Test       string
+	Elapsed    float64
+	Output     string
 }
 
 type timing struct {
@@ -50,63 +52,94 @@ func main() {
 	}
 }
 
+// report prints, as go test does without -v, a line per package and the
+// output of what failed: a build (its compiler errors), a test (its
+// output and its subtests'), a package (its own output: a panic, a
+// timeout, with the output of the tests it interrupted).
 func report(in io.Reader, out io.Writer, top int, over time.Duration) (failed bool, err error) {
 	var (
-		outputs = map[string]*strings.Builder{} // package: its output so far
+		builds  = map[string]*strings.Builder{} // import path: its build output
+		outputs = map[string]*strings.Builder{} // package and test: its output so far
 		times   []timing
+		skipped int
 	)
+	buf := func(m map[string]*strings.Builder, k string) *strings.Builder {
+		b := m[k]
+		if b == nil {
+			b = &strings.Builder{}
+			m[k] = b
+		}
+		return b
+	}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
 		var e event
 		if err := json.Unmarshal(line, &e); err != nil || e.Action == "" {
-			// Not test2json: a build error printed by the go command.
+			// Not JSON: something the go command printed as it is.
 			fmt.Fprintln(out, string(line))
 			failed = true
 			continue
 		}
-		b := outputs[e.Package]
-		if b == nil {
-			b = &strings.Builder{}
-			outputs[e.Package] = b
-		}
+		key := e.Package + "\x00" + e.Test
 		switch e.Action {
+		case "build-output":
+			buf(builds, e.ImportPath).WriteString(e.Output)
+		case "build-fail":
+			failed = true
+			fmt.Fprint(out, buf(builds, e.ImportPath).String())
+			delete(builds, e.ImportPath)
 		case "output":
-			b.WriteString(e.Output)
+			buf(outputs, key).WriteString(e.Output)
 		case "pass", "fail", "skip":
 			if e.Test != "" {
-				if e.Action == "fail" {
+				switch e.Action {
+				case "fail":
 					failed = true
+					fmt.Fprint(out, buf(outputs, key).String())
+				case "skip":
+					skipped++
 				}
+				delete(outputs, key)
 				if !strings.Contains(e.Test, "/") && e.Action != "skip" {
 					times = append(times, timing{e.Package, e.Test, time.Duration(e.Elapsed * float64(time.Second))})
 				}
 				continue
 			}
 			// The package ended: its last output line is go test's.
+			own := buf(outputs, key).String()
+			delete(outputs, key)
 			if e.Action == "fail" {
 				failed = true
-				fmt.Fprint(out, b.String())
+				// The tests that never ended (a panic, a timeout).
+				for k, b := range outputs {
+					if strings.HasPrefix(k, e.Package+"\x00") {
+						fmt.Fprint(out, b.String())
+						delete(outputs, k)
+					}
+				}
+				fmt.Fprint(out, own)
 			} else {
-				fmt.Fprint(out, lastLine(b.String()))
+				fmt.Fprint(out, lastLine(own))
 			}
-			delete(outputs, e.Package)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return true, err
 	}
-	// Packages that never ended (the go command was killed): their output.
-	for _, b := range outputs {
-		if b.Len() > 0 {
-			fmt.Fprint(out, b.String())
-			failed = true
+	// What never ended (the go command was killed): its output.
+	for _, m := range []map[string]*strings.Builder{builds, outputs} {
+		for _, b := range m {
+			if b.Len() > 0 {
+				fmt.Fprint(out, b.String())
+				failed = true
+			}
 		}
 	}
 	slices.SortFunc(times, func(a, b timing) int { return int(b.took - a.took) })
 	if len(times) > 0 && top > 0 {
-		fmt.Fprintf(out, "\nthe %d slowest tests:\n", min(top, len(times)))
+		fmt.Fprintf(out, "\nthe %d slowest tests (of %d; %d skipped):\n", min(top, len(times)), len(times), skipped)
 		for _, t := range times[:min(top, len(times))] {
 			fmt.Fprintf(out, "  %7.1fs  %s %s\n", t.took.Seconds(), t.pkg, t.test)
 		}

@@ -28,12 +28,12 @@ func TestAPassingRunListsTheSlowestAndTheTestsOverTheLimit(t *testing.T) {
 		t.Fatalf("report = %v, %v; want a pass", failed, err)
 	}
 	got := out.String()
-	for _, want := range []string{"ok  \tp/a\t41.6s\n", "the 2 slowest tests:\n", "41.0s  p/a TestSlow\n", "0.5s  p/a TestFast\n", "tests over 30s", "p/a TestSlow (41.0s)"} {
+	for _, want := range []string{"ok  \tp/a\t41.6s\n", "the 2 slowest tests (of 2; 1 skipped):\n", "41.0s  p/a TestSlow\n", "0.5s  p/a TestFast\n", "tests over 30s", "p/a TestSlow (41.0s)"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
 	}
-	for _, not := range []string{"=== RUN", "TestSlow/sub", "TestSkipped", "PASS\n"} {
+	for _, not := range []string{"=== RUN", "TestSlow/sub", "TestSkipped\n", "PASS\n"} {
 		if strings.Contains(got, not) {
 			t.Errorf("output has %q:\n%s", not, got)
 		}
@@ -49,7 +49,15 @@ func TestFailuresPrintTheirOutputAndFail(t *testing.T) {
 {"Action":"output","Package":"p/b","Output":"FAIL\tp/b\t0.2s\n"}
 {"Action":"fail","Package":"p/b","Elapsed":0.2}
 `,
-		"build error": "# p/c\nc.go:3:1: syntax error\n",
+		// As go test -json writes them since Go 1.24.
+		"build error": `{"ImportPath":"p/c [p/c.test]","Action":"build-output","Output":"# p/c [p/c.test]\n"}
+{"ImportPath":"p/c [p/c.test]","Action":"build-output","Output":"c_test.go:5:28: syntax error\n"}
+{"ImportPath":"p/c [p/c.test]","Action":"build-fail"}
+{"Action":"start","Package":"p/c"}
+{"Action":"output","Package":"p/c","Output":"FAIL\tp/c [build failed]\n"}
+{"Action":"fail","Package":"p/c","Elapsed":0,"FailedBuild":"p/c [p/c.test]"}
+`,
+		"not test2json": "go: cannot find main module\n",
 		"never ended": `{"Action":"output","Package":"p/d","Test":"TestHang","Output":"panic: test timed out after 10m0s\n"}
 `,
 	} {
@@ -59,7 +67,7 @@ func TestFailuresPrintTheirOutputAndFail(t *testing.T) {
 			if err != nil || !failed {
 				t.Fatalf("report = %v, %v; want a failure", failed, err)
 			}
-			for _, want := range []string{"want 1, got 2", "syntax error", "timed out"} {
+			for _, want := range []string{"want 1, got 2", "syntax error", "timed out", "cannot find main module"} {
 				if strings.Contains(in, want) && !strings.Contains(out.String(), want) {
 					t.Errorf("output lacks %q:\n%s", want, out.String())
 				}

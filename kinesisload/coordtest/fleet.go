@@ -149,7 +149,9 @@ func (h *Host) clock() time.Time {
 // RenewInterval, and after each step runs one round of every host that is
 // neither paused nor killed, and waits for them. A paused host does
 // nothing while time passes: a round that meets the pause (the host was
-// paused during it) waits for Resume, and Advance goes on without it.
+// paused during it) waits for Resume, Advance goes on without waiting for
+// it, and the host has no other round until that one returns. Advance is
+// called from one goroutine at a time.
 func (f *Fleet) Advance(d time.Duration) {
 	for d > 0 {
 		step := min(d, f.cfg.RenewInterval)
@@ -157,35 +159,30 @@ func (f *Fleet) Advance(d time.Duration) {
 		f.mu.Lock()
 		f.now += step
 		var hs []*Host
+		var rounds []chan struct{}
 		for _, h := range f.hosts {
 			if h.killed || h.table.Paused() || h.round != nil && !isClosed(h.round) {
 				continue
 			}
 			h.round = make(chan struct{})
-			hs = append(hs, h)
+			hs, rounds = append(hs, h), append(rounds, h.round)
 		}
 		f.mu.Unlock()
-		for _, h := range hs {
+		for i, h := range hs {
 			go func() {
-				defer close(h.round)
+				defer close(rounds[i])
 				h.coord.Round()
 			}()
 		}
-		for _, h := range hs {
-			for !f.roundOver(h) {
+		for i, h := range hs {
+			for !isClosed(rounds[i]) && !h.table.Paused() {
 				select {
-				case <-h.round:
+				case <-rounds[i]:
 				case <-time.After(time.Millisecond):
 				}
 			}
 		}
 	}
-}
-
-// roundOver reports whether the host's round returned, or cannot go on
-// until the host is resumed.
-func (f *Fleet) roundOver(h *Host) bool {
-	return isClosed(h.round) || h.table.Paused()
 }
 
 func isClosed(ch chan struct{}) bool {
