@@ -314,7 +314,7 @@ func TestFleetSIGKILLLoop(t *testing.T) {
 	case longForm():
 		kills = 150
 	case testing.Short():
-		kills = 12
+		kills = 6
 	}
 	seed := seedOf(t)
 	t.Logf("%d kills, seed %d (set TIDEMARK_RELIABILITY_SEED to repeat)", kills, seed)
