@@ -11,9 +11,14 @@
 //	go test ./internal/sim -sim.seeds=20000         # more seeds
 //	go test ./internal/sim -sim.first=1000000 -sim.for=1h -timeout=2h
 //	go test ./internal/sim -run 'TestSimulation$' -sim.seed=42 -v   # replay one seed, with its trace and logs
+//	go test ./internal/sim -run 'TestSimulation$' -sim.seed=42 -sim.shrink   # shrink a failing seed's schedule
 //
 // A failing seed prints its spec, what the oracles found, the trace of the
-// schedule as it ran, and the command that replays it. A schedule runs in a
+// schedule as it ran, and the command that replays it. With -sim.shrink a
+// replay leaves out halves, then quarters, down to single events of the
+// schedule while it still fails the same way (the same oracle), and
+// prints the events left and the command (-sim.keep or -sim.drop) that
+// replays the smaller schedule. A schedule runs in a
 // testing/synctest bubble: leases of 10 s, backoffs of 20 s and a five
 // minute liveness bound cost no real time. Goroutine scheduling is Go's,
 // so a replay takes the same events at the same virtual times but may

@@ -3,8 +3,10 @@ package sim
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,11 +16,14 @@ import (
 )
 
 var (
-	flagSeed  = flag.Int64("sim.seed", 0, "replay this one seed, printing its schedule and the Loaders' logs")
-	flagFirst = flag.Int64("sim.first", 1, "the first seed of the run")
-	flagSeeds = flag.Int("sim.seeds", 0, "how many seeds to run (from -sim.first); 0: the default budget, 1,500 (150 with -race)")
-	flagFor   = flag.Duration("sim.for", 0, "if set, run seeds from -sim.first for this long instead of -sim.seeds")
-	flagStuck = flag.Duration("sim.stuck", 3*time.Minute, "real time after which a schedule is reported stuck")
+	flagSeed   = flag.Int64("sim.seed", 0, "replay this one seed, printing its schedule and the Loaders' logs")
+	flagFirst  = flag.Int64("sim.first", 1, "the first seed of the run")
+	flagSeeds  = flag.Int("sim.seeds", 0, "how many seeds to run (from -sim.first); 0: the default budget, 1,500 (150 with -race)")
+	flagFor    = flag.Duration("sim.for", 0, "if set, run seeds from -sim.first for this long instead of -sim.seeds")
+	flagShrink = flag.Bool("sim.shrink", false, "with -sim.seed: when the seed fails, leave out events while it still fails the same way, and print the smallest schedule found and the command that replays it")
+	flagDrop   = flag.String("sim.drop", "", "with -sim.seed: leave out these events of the schedule (indexes, comma-separated, as -sim.shrink prints them)")
+	flagKeep   = flag.String("sim.keep", "", "with -sim.seed: keep only these events of the schedule (indexes, comma-separated, as -sim.shrink prints them)")
+	flagStuck  = flag.Duration("sim.stuck", 3*time.Minute, "real time after which a schedule is reported stuck")
 )
 
 // journalDir returns an empty directory for a single host's journal: in
@@ -37,6 +42,17 @@ func journalDir(t *testing.T) string {
 // runSeed runs one seed in a bubble of its own and fails t with the
 // oracles' findings and the command that replays it.
 func runSeed(t *testing.T, seed int64, verbose bool) Result {
+	res := runSchedule(t, seed, nil, verbose)
+	if len(res.Failures) > 0 {
+		t.Errorf("%v\n%s\nreplay: go test ./internal/sim -run 'TestSimulation$' -sim.seed=%d -v (add -sim.shrink to shrink it)\ntrace:\n%s",
+			res.Spec, strings.Join(res.Failures, "\n"), seed, strings.Join(res.Trace, "\n"))
+	}
+	return res
+}
+
+// runSchedule runs one seed's schedule, less the events of drop, in a
+// bubble of its own, and returns what the oracles found.
+func runSchedule(t *testing.T, seed int64, drop map[int]bool, verbose bool) Result {
 	var res Result
 	// A schedule whose virtual clock stands still while real time passes
 	// is stuck (a goroutine spinning, or blocked on a mutex held across a
@@ -49,25 +65,92 @@ func runSeed(t *testing.T, seed int64, verbose bool) Result {
 	})
 	defer watchdog.Stop()
 	synctest.Test(t, func(t *testing.T) {
-		opt := Options{Dir: journalDir(t)}
+		opt := Options{Dir: journalDir(t), Drop: drop}
 		if verbose {
 			opt.Log = os.Stderr
 		}
 		res = Run(seed, opt)
 	})
-	if len(res.Failures) > 0 {
-		t.Errorf("%v\n%s\nreplay: go test ./internal/sim -run 'TestSimulation$' -sim.seed=%d -v\ntrace:\n%s",
-			res.Spec, strings.Join(res.Failures, "\n"), seed, strings.Join(res.Trace, "\n"))
-	}
 	return res
+}
+
+// failureKind names what an oracle found, without the times and records:
+// the text of the first failure between its time and its first colon,
+// and for a loss which one (a start-up never durable, a record not
+// delivered again after a rewind, or a required record).
+func failureKind(res Result) string {
+	if len(res.Failures) == 0 {
+		return ""
+	}
+	f := res.Failures[0]
+	if i := strings.Index(f, "s: "); i >= 0 {
+		f = f[i+3:]
+	}
+	kind, rest, _ := strings.Cut(f, ":")
+	if strings.HasPrefix(kind, "LOSS") {
+		switch {
+		case strings.Contains(rest, "never durable"):
+			kind += ": the start-up was never durable"
+		case strings.Contains(rest, "not delivered again"):
+			kind += ": not delivered again after a rewind"
+		default:
+			kind += ": required records not delivered"
+		}
+	}
+	return kind
+}
+
+// shrink leaves out events of seed's schedule (halves, then quarters, and
+// so on down to single events) as long as it still fails with kind, and
+// returns the events left out. A schedule replays in practice, not bit for
+// bit (goroutines interleave as they will): a removal is kept only when
+// the smaller schedule fails again.
+func shrink(t *testing.T, seed int64, drop map[int]bool, kind string) map[int]bool {
+	_, evs := plan(seed)
+	n := len(evs)
+	for size := max(n/2, 1); ; size /= 2 {
+		for i := 0; i < n; i += size {
+			cand := maps.Clone(drop)
+			added := false
+			for j := i; j < min(i+size, n); j++ {
+				if !cand[j] {
+					cand[j], added = true, true
+				}
+			}
+			if !added {
+				continue
+			}
+			if failureKind(runSchedule(t, seed, cand, false)) == kind {
+				drop = cand
+			}
+		}
+		if size == 1 {
+			return drop
+		}
+	}
+}
+
+// parseDrop reads -sim.drop.
+func parseDrop(s string) (map[int]bool, error) {
+	drop := map[int]bool{}
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		i, err := strconv.Atoi(f)
+		if err != nil || i < 0 {
+			return nil, fmt.Errorf("-sim.drop: %q is not an event's index", f)
+		}
+		drop[i] = true
+	}
+	return drop, nil
 }
 
 // TestSimulation runs seeded schedules of the whole system (see the package
 // doc): by default a fixed set of seeds, the same on every run.
 func TestSimulation(t *testing.T) {
 	if *flagSeed != 0 {
-		res := runSeed(t, *flagSeed, true)
-		t.Logf("%v: %d records put, %d required; healed at %v, all delivered at %v", res.Spec, res.Puts, res.Required, res.Healed, res.Done)
+		replay(t, *flagSeed)
 		return
 	}
 	seeds := *flagSeeds
@@ -121,4 +204,54 @@ func TestSimulation(t *testing.T) {
 		t.Logf("%d schedules in %v (%.0f an hour on %d workers), %d failed", ran.Load(), d.Round(time.Second),
 			float64(ran.Load())/d.Hours(), workers, failed.Load())
 	})
+}
+
+// replay runs one seed (less -sim.drop's events) with its trace and logs,
+// and with -sim.shrink shrinks it when it fails.
+func replay(t *testing.T, seed int64) {
+	drop, err := parseDrop(*flagDrop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *flagKeep != "" {
+		keep, err := parseDrop(*flagKeep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, evs := plan(seed)
+		for i := range evs {
+			if !keep[i] {
+				drop[i] = true
+			}
+		}
+	}
+	res := runSchedule(t, seed, drop, !*flagShrink)
+	t.Logf("%v: %d records put, %d required; healed at %v, all delivered at %v", res.Spec, res.Puts, res.Required, res.Healed, res.Done)
+	kind := failureKind(res)
+	if kind == "" {
+		return
+	}
+	if *flagShrink {
+		drop = shrink(t, seed, drop, kind)
+		_, evs := plan(seed)
+		var kept, keptIdx, dropped []string
+		for i, e := range evs {
+			if drop[i] {
+				dropped = append(dropped, strconv.Itoa(i))
+			} else {
+				kept = append(kept, fmt.Sprintf("%4d %v", i, e))
+				keptIdx = append(keptIdx, strconv.Itoa(i))
+			}
+		}
+		which := "-sim.drop=" + strings.Join(dropped, ",")
+		if len(keptIdx) < len(dropped) {
+			which = "-sim.keep=" + strings.Join(keptIdx, ",")
+		}
+		t.Logf("shrunk: %d of %d events left, still failing with %q:\n%s", len(kept), len(evs), kind, strings.Join(kept, "\n"))
+		t.Errorf("seed %d fails with %q; the shrunk schedule replays with: go test ./internal/sim -run 'TestSimulation$' -sim.seed=%d %s -v",
+			seed, kind, seed, which)
+		return
+	}
+	t.Errorf("%v\n%s\nreplay: go test ./internal/sim -run 'TestSimulation$' -sim.seed=%d -v (add -sim.shrink to shrink it)\ntrace:\n%s",
+		res.Spec, strings.Join(res.Failures, "\n"), seed, strings.Join(res.Trace, "\n"))
 }

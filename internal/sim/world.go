@@ -40,6 +40,9 @@ type Options struct {
 	// Log, if set, receives the schedule as it runs and every Loader's
 	// log lines.
 	Log io.Writer
+	// Drop leaves out these events of the seed's schedule (indexes in
+	// the order plan returns them): a shrunk schedule.
+	Drop map[int]bool
 }
 
 // Result is what a schedule did and what its oracles found.
@@ -62,6 +65,15 @@ type Result struct {
 // it, and its clock drives every timeout), and checks the oracles.
 func Run(seed int64, opt Options) Result {
 	sp, evs := plan(seed)
+	if len(opt.Drop) > 0 {
+		var kept []Event
+		for i, e := range evs {
+			if !opt.Drop[i] {
+				kept = append(kept, e)
+			}
+		}
+		evs = kept
+	}
 	w := newWorld(sp, opt)
 	w.run(evs)
 	return w.result()
