@@ -9,8 +9,8 @@ import (
 // that a shrunk schedule must fail the same way, not merely fail.
 func TestFailureKindNamesTheOracleNotTheRecords(t *testing.T) {
 	for in, want := range map[string]string{
-		"at 352.149s: LOSS or no liveness: required records not delivered 5m0s after the faults healed: g2-r66 (shardId-0 49/0 at 27.358s);": "LOSS or no liveness: required records not delivered",
-		"at 1.0s: LOSS or no liveness: required records not delivered 4m0s after the faults healed: (the start-up was never durable) ( /0 at 0.000s);": "LOSS or no liveness: the start-up was never durable",
+		"at 352.149s: LOSS or no liveness: required records not delivered 5m0s after the faults healed: g2-r66 (shardId-0 49/0 at 27.358s);":                               "LOSS or no liveness: required records not delivered",
+		"at 1.0s: LOSS or no liveness: required records not delivered 4m0s after the faults healed: (the start-up was never durable) ( /0 at 0.000s);":                     "LOSS or no liveness: the start-up was never durable",
 		"at 9.5s: LOSS or no liveness: required records not delivered 5m0s after the faults healed: g0-r2 (not delivered again after rewind-1) (shardId-0 4/0 at 0.785s);": "LOSS or no liveness: not delivered again after a rewind",
 		"at 12.000s: exactly once: g0-r7 stored 2 times: a; b": "exactly once",
 	} {
