@@ -17,7 +17,7 @@ import (
 	"github.com/tidemark/tidemark/kinesisload"
 )
 
-var long = flag.Bool("reliability.long", false, "run the long form of the reliability suite (100 kills instead of 10, or 6 with -short; outages of 2 minutes instead of 20 s, or 10 s with -short); also TIDEMARK_RELIABILITY=long")
+var long = flag.Bool("reliability.long", false, "run the long form of the reliability suite (100 kills instead of 10, or 6 with -short (4 reading with fan-out); outages of 2 minutes instead of 20 s, or 8 s with -short); also TIDEMARK_RELIABILITY=long")
 
 func longForm() bool {
 	return *long || os.Getenv("TIDEMARK_RELIABILITY") == "long"

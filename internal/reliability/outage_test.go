@@ -80,7 +80,7 @@ func TestOutage(t *testing.T) {
 	case longForm():
 		window = 2 * time.Minute
 	case testing.Short():
-		window = 10 * time.Second
+		window = 8 * time.Second
 	}
 	emu := emulator.Start(t, emulator.KinesisLocal)
 	api := killloop.NewTestClient(t, emu.Endpoint) // the producer's: no faults
