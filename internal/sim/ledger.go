@@ -73,6 +73,13 @@ type ledger struct {
 	// rewound are the operator's rewinds that landed.
 	rewound []rewound
 
+	// issued are the data of records handed to a put, acknowledged or
+	// not yet: a record is readable before its put's answer reaches the
+	// ledger, and a Loader may deliver it in between. early are such
+	// deliveries, checked against the puts at the end.
+	issued map[string]bool
+	early  []earlyDelivery
+
 	// runs2 is, per process, shard and epoch, the first and last record
 	// of the last batch delivered; orderErrs what batch found.
 	runs2     map[runKey][2]*put
@@ -119,8 +126,28 @@ func (l *ledger) deliveredAfter(p *put, mark int) bool {
 	return len(at) > 0 && at[len(at)-1] > mark
 }
 
+// earlyDelivery is a record delivered before its put was acknowledged.
+type earlyDelivery struct {
+	shard string
+	r     kinesisload.Record
+}
+
+// wrongly says what is wrong with a delivery of r as shard's, if anything.
+func (l *ledger) wrongly(shard string, r kinesisload.Record) string {
+	data := string(r.Data)
+	p, ok := l.byData[data]
+	switch {
+	case !ok:
+		return fmt.Sprintf("delivered a record never put: %q in %s at %s/%d", data, shard, r.SequenceNumber, r.SubSequenceNumber)
+	case p.shard != shard || p.seq != r.SequenceNumber || p.sub != r.SubSequenceNumber:
+		return fmt.Sprintf("record %q delivered as %s at %s/%d, put to %s at %s/%d", data, shard, r.SequenceNumber, r.SubSequenceNumber, p.shard, p.seq, p.sub)
+	}
+	return ""
+}
+
 func (l *ledger) init() {
 	l.byData, l.first, l.at, l.count, l.runs2 = map[string]*put{}, map[string]int{}, map[string][]int{}, map[string]int{}, map[runKey][2]*put{}
+	l.issued = map[string]bool{}
 }
 
 func (l *ledger) put(p *put) {
@@ -144,12 +171,10 @@ func (l *ledger) promised() bool { return l.promiseSet }
 // shard's or with another sequence number.
 func (l *ledger) delivered(shard string, r kinesisload.Record, _ time.Time) string {
 	data := string(r.Data)
-	p, ok := l.byData[data]
-	switch {
-	case !ok:
-		return fmt.Sprintf("delivered a record never put: %q in %s at %s/%d", data, shard, r.SequenceNumber, r.SubSequenceNumber)
-	case p.shard != shard || p.seq != r.SequenceNumber || p.sub != r.SubSequenceNumber:
-		return fmt.Sprintf("record %q delivered as %s at %s/%d, put to %s at %s/%d", data, shard, r.SequenceNumber, r.SubSequenceNumber, p.shard, p.seq, p.sub)
+	if _, put := l.byData[data]; !put && l.issued[data] {
+		l.early = append(l.early, earlyDelivery{shard: shard, r: r}) // its put's answer is on its way
+	} else if msg := l.wrongly(shard, r); msg != "" {
+		return msg
 	}
 	l.n++
 	if _, seen := l.first[data]; !seen {
@@ -278,9 +303,26 @@ func (w *world) check() {
 		w.failf("LOSS or no liveness: required records not delivered %v after the faults healed:%s", w.livenessBound(), b.String())
 		w.dumpTable()
 	}
+	w.checkEarly()
 	w.checkExactlyOnce()
 	w.checkOrder()
 	w.checkLineage()
+}
+
+// checkEarly checks the records delivered before their put's answer
+// reached the ledger as every other delivery is checked when it happens.
+func (w *world) checkEarly() {
+	w.mu.Lock()
+	var msgs []string
+	for _, e := range w.ledger.early {
+		if msg := w.ledger.wrongly(e.shard, e.r); msg != "" {
+			msgs = append(msgs, msg)
+		}
+	}
+	w.mu.Unlock()
+	for _, m := range msgs {
+		w.failf("%s", m)
+	}
 }
 
 // checkExactlyOnce: with sinktest.Memory every record is stored at most

@@ -489,6 +489,7 @@ func (w *world) nextData(n int) ([]string, bool) {
 	for i := range out {
 		w.nextRec++
 		out[i] = fmt.Sprintf("g%d-r%d", w.gen, w.nextRec)
+		w.ledger.issued[out[i]] = true
 	}
 	return out, true
 }

@@ -569,6 +569,7 @@ func (m *member) take(was *shardItem, committed string, chunks map[string]map[st
 	}
 	delete(m.unsure, was.id)
 	l := newLease(m, was.id, now.epoch, now.visible(committed), m.acquireReason(was))
+	l.rewind = now.rewind
 	if r := was.rate; r > 0 {
 		l.meter.Seed(r)
 	} else if e, ok := chunks[was.owner][was.id]; ok && e.rate > 0 {

@@ -25,6 +25,9 @@ type lease struct {
 
 	// acquired says why the lease was granted.
 	acquired kinesisload.AcquireReason
+	// rewind is the shard item's last rewind as the take stored it: what
+	// Rewind reports, whatever the member's view of the item is by then.
+	rewind string
 	// meter smooths the bytes the Loader observed into the shard's rate.
 	meter kinesisload.RateMeter
 

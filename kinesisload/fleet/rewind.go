@@ -209,14 +209,13 @@ func Rewinds(ctx context.Context, table Table, stream string) (map[string]kinesi
 // rewound. The Loader resumes a shard rewound since it last read it from
 // the lease's progress, not from the furthest of it and its own view.
 func (l *lease) Rewind() (kinesisload.Rewind, bool) {
-	m := l.m
-	m.mu.Lock()
-	s := m.shards[l.shard]
-	m.mu.Unlock()
-	if s == nil || s.epoch != l.epoch || s.owner != m.me {
+	if l.isLost() {
 		return kinesisload.Rewind{}, false
 	}
-	return decodeRewind(s)
+	// The item as the take stored it, not the member's view of it now: a
+	// round may have replaced that view (or not yet have one) by the time
+	// the Loader asks, and a rewind it reports then would be ignored.
+	return decodeRewind(&shardItem{id: l.shard, rewind: l.rewind})
 }
 
 // AckRewind records that the rewind id of the lease's shard no longer
