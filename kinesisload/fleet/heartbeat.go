@@ -260,11 +260,12 @@ func (m *member) changed() {
 	m.writeEntry(next, began)
 }
 
-// markLeft marks our roster entry left: idempotent, so retried a few
-// times; when it does not land the beat expires instead.
+// markLeft marks our roster entry left: idempotent, so retried (six
+// tries, within ctx: on a loaded table three calls of CallTimeout could
+// all time out); when it does not land the beat expires instead.
 func (m *member) markLeft(ctx context.Context) error {
 	var err error
-	for attempt := range 3 {
+	for attempt := range 6 {
 		m.mu.Lock()
 		next := m.nextEntry()
 		next.left = true
