@@ -96,7 +96,9 @@ func (c *Coordinator) Join(ctx context.Context, stream string) (kinesisload.Memb
 			return nil, err
 		}
 		if !ii.item.Exists() {
-			if err := m.checkNoLaterGeneration(ctx); err != nil {
+			if err := m.checkNoLaterGeneration(ctx); errors.Is(err, errIdentityAppeared) {
+				continue // read it again
+			} else if err != nil {
 				cancel()
 				return nil, err
 			}

@@ -48,3 +48,12 @@ var (
 	// it.
 	ErrNotEmpty = errors.New("fleet: the table already holds the stream")
 )
+
+// errGenMoved says a Join read the identity item just before another host
+// started the fleet over: Join reads it again.
+var errGenMoved = errors.New("fleet: the generation moved during Join")
+
+// errIdentityAppeared says a Join found no identity item, then an
+// initialisation committed with one, then the item: written between its
+// two reads. The Join reads it again.
+var errIdentityAppeared = errors.New("fleet: the identity item appeared during Join")

@@ -69,6 +69,12 @@ func (m *member) checkNoLaterGeneration(ctx context.Context) error {
 		if ii.committed == "" || !ii.identified {
 			return nil
 		}
+		// The identity item is written before the initialisation
+		// commits: read after the init item, it may be there now (it
+		// was not yet when this Join read it first).
+		if it, err := m.c.table.Get(ctx, m.stream, keyIdentity); err == nil && it.Exists() {
+			return errIdentityAppeared
+		}
 		return fmt.Errorf("%w: stream %s was initialised with an identity (its init item in partition %s says so) but has no identity item: "+
 			"restore the identity item (key %q) naming the stream the fleet reads, for example from an export made before, "+
 			"or from Coordinator.Inspect of a host still running; nothing was read or written",

@@ -22,10 +22,6 @@ import (
 // writes several chunks.
 const chunkEntries = 1000
 
-// errGenMoved says a Join read the identity item just before another host
-// started the fleet over: Join reads it again.
-var errGenMoved = errors.New("fleet: the generation moved during Join")
-
 // register writes the roster entry at Join: a beat afresh or after the
 // entry an earlier life of this host left, with left cleared.
 func (m *member) register(ctx context.Context) error {
