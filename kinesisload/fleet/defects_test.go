@@ -168,13 +168,7 @@ func TestJoinRefusesAMissingIdentityWhenALaterGenerationExists(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The identity item is deleted by hand.
-	it, err := w.table.Get(ctx, "s", "identity")
-	if err != nil || !it.Exists() {
-		t.Fatalf("no identity item: %v", err)
-	}
-	if err := w.table.Delete(ctx, "s", "identity", it.Version); err != nil {
-		t.Fatal(err)
-	}
+	deleteIdentityByHand(t, w)
 	c, err := fleet.New(fleet.NewFaultyTable(w.table), fleet.Config{HostID: "c", ManualRounds: true, Clock: w.clock})
 	if err != nil {
 		t.Fatal(err)
@@ -518,18 +512,8 @@ func TestJoinRefusesAMissingIdentityOfAnInitialisedStream(t *testing.T) {
 	w := newWorld(t, fleet.Config{})
 	ctx := context.Background()
 	a := w.host("a")
-	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
-		return st.SetIdentity(ctx, "s", kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	it, err := w.table.Get(ctx, "s", "identity")
-	if err != nil || !it.Exists() {
-		t.Fatalf("no identity item: %v", err)
-	}
-	if err := w.table.Delete(ctx, "s", "identity", it.Version); err != nil {
-		t.Fatal(err)
-	}
+	initialiseIdentified(t, a)
+	deleteIdentityByHand(t, w)
 	c, err := fleet.New(fleet.NewFaultyTable(w.table), fleet.Config{HostID: "c", ManualRounds: true, Clock: w.clock})
 	if err != nil {
 		t.Fatal(err)
@@ -552,11 +536,7 @@ func TestJoinDuringAStartOverJoinsTheNewGeneration(t *testing.T) {
 	w := newWorld(t, fleet.Config{})
 	ctx := context.Background()
 	a := w.host("a")
-	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
-		return st.SetIdentity(ctx, "s", kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	initialiseIdentified(t, a)
 	// The start-over as a joining host sees it half done: the roster of
 	// generation 0 marked over, the identity item (read before) at 0.
 	if _, err := w.table.SetEntry(ctx, "s", "roster", "beats", "#gen", "", "1"); err != nil {
@@ -623,11 +603,7 @@ func TestJoinDuringAnInitialisationReadsTheIdentityAgain(t *testing.T) {
 	w := newWorld(t, fleet.Config{})
 	ctx := context.Background()
 	a := w.host("a")
-	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
-		return st.SetIdentity(ctx, "s", kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	initialiseIdentified(t, a)
 	late := &identityLate{Table: w.table}
 	c, err := fleet.New(late, fleet.Config{HostID: "c", ManualRounds: true, Clock: w.clock})
 	if err != nil {
@@ -641,6 +617,31 @@ func TestJoinDuringAnInitialisationReadsTheIdentityAgain(t *testing.T) {
 		t.Fatal("the identity item was never hidden: the test proves nothing")
 	}
 	if err := m.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// initialiseIdentified initialises stream "s" on host h with a stream
+// identity: the identity item is written and the init item says so.
+func initialiseIdentified(t *testing.T, h *host) {
+	t.Helper()
+	if err := h.m.Initialise(context.Background(), func(ctx context.Context, st kinesisload.PositionStore) error {
+		return st.SetIdentity(ctx, "s", kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start})
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deleteIdentityByHand deletes stream "s"'s identity item, as an operator
+// editing the table would.
+func deleteIdentityByHand(t *testing.T, w *world) {
+	t.Helper()
+	ctx := context.Background()
+	it, err := w.table.Get(ctx, "s", "identity")
+	if err != nil || !it.Exists() {
+		t.Fatalf("no identity item: %v", err)
+	}
+	if err := w.table.Delete(ctx, "s", "identity", it.Version); err != nil {
 		t.Fatal(err)
 	}
 }
