@@ -43,6 +43,8 @@ type session struct {
 	// shared progress (during initialisation: the store Initialise gives).
 	m     Membership
 	store PositionStore
+	// initialising is true while the initialisation runs (see sync).
+	initialising bool
 	// identity is the stream's identity, checked at the start of every
 	// initialisation and after every ListShards.
 	identity StreamIdentity
@@ -119,8 +121,8 @@ func (s *session) run(gctx, hctx context.Context, stop context.CancelFunc) error
 	for attempt := 1; ; attempt++ {
 		var t *topology
 		err := m.Initialise(gctx, func(ctx context.Context, store PositionStore) (err error) {
-			s.store = store
-			defer func() { s.store = m.Store() }()
+			s.store, s.initialising = store, true
+			defer func() { s.store, s.initialising = m.Store(), false }()
 			t, err = s.initialise(ctx)
 			return err
 		})
@@ -748,8 +750,12 @@ func (s *session) sync(ctx context.Context, t *topology) error {
 		}
 		return stopError(t.stream, "", "Load", ErrJournal, fmt.Errorf("loading the fleet's progress: %w", err))
 	}
-	if err := s.audit(ctx, t, stored, false); err != nil {
-		return err
+	// The initialisation audited what it loaded before it saved; what it
+	// saved since may be pending, invisible to Load until the commit.
+	if !s.initialising {
+		if err := s.audit(ctx, t, stored, false); err != nil {
+			return err
+		}
 	}
 	updates := make([]ShardProgress, 0, len(stored))
 	for id, p := range stored {
@@ -794,7 +800,7 @@ func (s *session) release(hctx context.Context, ls Lease) bool {
 // may be delivered again, none is lost); audit says so in the log. (With
 // a TransactionalSink its checkpoint was merged already.)
 func (s *session) audit(ctx context.Context, t *topology, stored map[string]ShardProgress, initialising bool) error {
-	if !s.shared || len(stored) == 0 {
+	if !s.shared || (initialising && len(stored) == 0) {
 		return nil
 	}
 	var missing, orphans []string
