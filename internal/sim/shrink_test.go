@@ -13,6 +13,7 @@ func TestFailureKindNamesTheOracleNotTheRecords(t *testing.T) {
 		"at 1.0s: LOSS or no liveness: required records not delivered 4m0s after the faults healed: (the start-up was never durable) ( /0 at 0.000s);":                     "LOSS or no liveness: the start-up was never durable",
 		"at 9.5s: LOSS or no liveness: required records not delivered 5m0s after the faults healed: g0-r2 (not delivered again after rewind-1) (shardId-0 4/0 at 0.785s);": "LOSS or no liveness: not delivered again after a rewind",
 		"at 12.000s: exactly once: g0-r7 stored 2 times: a; b": "exactly once",
+		"at 80.405s: h0.3: Run stopped: kinesisload: stream sim: loading the stream's identity: fleet: stream sim: the identity item names generation 0, the session is of 1": "Run stopped: the identity item names generation 0, the session is of 1",
 	} {
 		if got := failureKind(Result{Failures: []string{in}}); got != want {
 			t.Errorf("failureKind(%q) = %q, want %q", in, got, want)

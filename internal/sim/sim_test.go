@@ -87,6 +87,11 @@ func failureKind(res Result) string {
 		f = f[i+3:]
 	}
 	kind, rest, _ := strings.Cut(f, ":")
+	if err, ok := strings.CutPrefix(strings.TrimSpace(rest), "Run stopped: "); ok {
+		// A host's name changes as events are left out: the kind is the
+		// error's innermost clause.
+		return "Run stopped: " + err[strings.LastIndex(err, ": ")+2:]
+	}
 	if strings.HasPrefix(kind, "LOSS") {
 		switch {
 		case strings.Contains(rest, "never durable"):

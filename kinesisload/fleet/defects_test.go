@@ -183,6 +183,40 @@ func TestJoinRefusesAMissingIdentityWhenALaterGenerationExists(t *testing.T) {
 	}
 }
 
+// The identity item deleted by hand while a host of generation 1 runs: the
+// host's next read of it says the item is missing and what to restore, not
+// that the fleet went back to generation 0. (Found by the simulation, seed
+// 3002140: Run stopped with "the identity item names generation 0, the
+// session is of 1".)
+func TestMissingIdentityOfALaterGenerationIsReportedMissing(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	a := w.host("a")
+	old := kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start}
+	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		return st.SetIdentity(ctx, "s", old)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	renewed := kinesisload.StreamIdentity{ARN: old.ARN, Created: start.Add(time.Hour)}
+	if err := a.m.Store().StartOver(ctx, "s", renewed); !errors.Is(err, kinesisload.ErrStreamMismatch) {
+		t.Fatalf("StartOver = %v, want the mismatch that ends the session", err)
+	}
+	b := w.host("b") // joins generation 1
+	if err := b.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	deleteIdentityByHand(t, w)
+	_, err := b.m.Store().Identity(ctx, "s")
+	if !errors.Is(err, fleet.ErrIdentityMissing) || !strings.Contains(err.Error(), "generation 1") {
+		t.Errorf("Identity = %v, want ErrIdentityMissing naming generation 1", err)
+	}
+	err = b.m.Store().SetIdentity(ctx, "s", renewed)
+	if !errors.Is(err, fleet.ErrIdentityMissing) {
+		t.Errorf("SetIdentity = %v, want ErrIdentityMissing (generation 1's identity is written by a start-over only)", err)
+	}
+}
+
 // A holder of the initialisation lock stuck in its init (a call that never
 // returns), heartbeating all the while, loses the lock once its progress
 // stood still for InitStallTimeout: another host initialises, and the

@@ -196,6 +196,14 @@ func (st sharedStore) Identity(ctx context.Context, stream string) (kinesisload.
 	if err != nil {
 		return kinesisload.StreamIdentity{}, err
 	}
+	if !ii.item.Exists() && m.gen > 0 {
+		// Generation 0 reads an absent item as a stream not identified
+		// yet; a later one was started over by writing it.
+		return kinesisload.StreamIdentity{}, fmt.Errorf("%w: stream %s: this session is of generation %d, written in the identity item (key %q) when the fleet started over, "+
+			"and the item is gone (deleted by hand?): restore it naming the stream the fleet reads and \"gen\" = %d, "+
+			"for example from an export made before, or from Coordinator.Inspect of a host still running",
+			ErrIdentityMissing, stream, m.gen, keyIdentity, m.gen)
+	}
 	if ii.gen != m.gen {
 		m.mu.Lock()
 		m.voidWith(ii)
