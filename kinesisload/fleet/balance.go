@@ -658,7 +658,7 @@ func (m *member) update(ctx context.Context, id string, was *shardItem, mutate f
 			return err
 		}
 		if attempt >= 8 {
-			return fmt.Errorf("fleet: stream %s: shard %s: gave up after %d attempts", m.stream, id, attempt)
+			return fmt.Errorf("fleet: stream %s: shard %s: %w after %d attempts", m.stream, id, errGaveUp, attempt)
 		}
 		if was == nil {
 			m.mu.Lock()

@@ -57,3 +57,8 @@ var errGenMoved = errors.New("fleet: the generation moved during Join")
 // initialisation committed with one, then the item: written between its
 // two reads. The Join reads it again.
 var errIdentityAppeared = errors.New("fleet: the identity item appeared during Join")
+
+// errGaveUp says a conditional update of a shard item failed
+// transiently (lost answers, conflicts, an outage) at every one of its
+// attempts.
+var errGaveUp = errors.New("gave up")

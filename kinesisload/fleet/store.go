@@ -119,16 +119,25 @@ func (m *member) saveEach(ctx context.Context, updates []kinesisload.ShardProgre
 	}
 	wrote := false
 	for _, u := range updates {
-		err := m.update(ctx, u.ShardID, nil, func(s *shardItem) *shardItem {
-			m.mu.Lock()
-			committed := m.committed
-			m.mu.Unlock()
-			next := mutate(s, committed, u)
-			wrote = wrote || next != nil
-			return next
-		})
-		if err != nil {
-			return fmt.Errorf("fleet: save to stream %s: shard %s: %w", m.stream, u.ShardID, err)
+		for tries := 1; ; tries++ {
+			err := m.update(ctx, u.ShardID, nil, func(s *shardItem) *shardItem {
+				m.mu.Lock()
+				committed := m.committed
+				m.mu.Unlock()
+				next := mutate(s, committed, u)
+				wrote = wrote || next != nil
+				return next
+			})
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, errGaveUp) || ctx.Err() != nil {
+				return fmt.Errorf("fleet: save to stream %s: shard %s: %w", m.stream, u.ShardID, err)
+			}
+			// A table failing for a while (an outage, throttles) is
+			// waited out, as the heartbeats wait it out: the Loader
+			// does not stop for it. It ends with ctx (a Close).
+			m.c.cfg.Logger.Warn("fleet: the table keeps failing; still trying to save", "stream", m.stream, "shard", u.ShardID, "tries", tries, "err", err)
 		}
 	}
 	if wrote {
