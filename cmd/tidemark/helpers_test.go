@@ -196,7 +196,14 @@ func startLoader(t *testing.T, cfg kinesisload.Config, opts ...kinesisload.Optio
 	if cfg.ListShardsInterval == 0 {
 		cfg.ListShardsInterval = 300 * time.Millisecond
 	}
-	opts = append(opts, kinesisload.WithLogger(slog.New(slog.DiscardHandler)))
+	// The Loader's log, shown when the test fails.
+	logs := &logBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the log of the Loader of stream %s:\n%s", cfg.Stream, logs.String())
+		}
+	})
+	opts = append(opts, kinesisload.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	l, err := kinesisload.New(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -293,4 +300,22 @@ func split(t *testing.T, kc *kinesis.Client, stream, shard string) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// logBuffer is a log destination safe for concurrent use.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
