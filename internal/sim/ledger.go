@@ -82,14 +82,14 @@ type ledger struct {
 
 	// runs2 is, per process, shard and epoch, the first and last record
 	// of the last batch delivered; orderErrs what batch found.
-	runs2     map[runKey][2]*put
+	runs2 map[runKey][2]*put
 	// itemDeleted are the shards whose fleet item was deleted by hand: a
 	// host that finds it gone (and cannot tell it from a shard born since)
 	// reads it again from TRIM_HORIZON, under a new item whose epochs
 	// start again, so that a process may deliver its records again under
 	// an epoch it delivered later ones under (see audit in the Loader).
 	itemDeleted map[string]bool
-	orderErrs []string
+	orderErrs   []string
 }
 
 // rewound is a rewind of a shard that landed: every record of the shard
