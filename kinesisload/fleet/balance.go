@@ -36,13 +36,19 @@ func (m *member) balance() {
 	m.mu.Lock()
 	m.checkFence()
 	stop := m.left || m.fenced || m.over != nil
-	read := m.needRead || m.shards == nil || m.c.now().Sub(m.lastRead) >= m.c.cfg.ResyncInterval
+	read := m.needRead || m.shards == nil || m.c.now().Sub(m.lastRead) >= m.c.cfg.ResyncInterval || len(m.toGet) > maxHintedGets
+	hinted := len(m.toGet) > 0
 	m.mu.Unlock()
 	if stop {
 		return
 	}
-	if read {
+	switch {
+	case read:
 		if !m.read() {
+			return
+		}
+	case hinted:
+		if !m.readHinted() {
 			return
 		}
 	}
@@ -153,10 +159,14 @@ func (m *member) read() bool {
 	m.mu.Unlock()
 	began := m.c.now()
 	ctx, cancel := m.callCtx()
+	m.mu.Lock()
+	seq := m.beginRead()
+	m.mu.Unlock()
 	snap, err := query(ctx, m.c.table, m.part)
 	cancel()
 	if err != nil {
 		m.mu.Lock()
+		m.endRead(seq, nil)
 		m.needRead = true
 		m.mu.Unlock()
 		if fatal(err) {
@@ -169,31 +179,96 @@ func (m *member) read() bool {
 		m.readGen(began, nil)
 		return false
 	}
-	if !m.readGen(began, snap) {
-		return false
-	}
+	ok := m.readGen(began, snap)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.left {
+	m.endRead(seq, snap.shards)
+	if !ok || m.left {
 		return false
 	}
-	m.shards, m.lastRead = maps.Clone(snap.shards), m.c.now()
+	m.lastRead = m.c.now()
+	m.toGet = nil
 	if snap.init.committed != "" {
 		m.committed = snap.init.committed
 	}
 	m.observe(snap.roster)
 	m.observeOld(snap.old)
-	if d := digest(snap.shards, m.committed); d != m.digest {
+	m.absorb(nil)
+	return true
+}
+
+// maxHintedGets is the most shard items a round reads one by one, as
+// hints name them; more are read in one Query of the partition.
+const maxHintedGets = 64
+
+// readHinted reads the shard items that other hosts' hints name into the
+// member's view; it reports whether the round may go on. A read that fails
+// leaves the whole partition to read next round.
+func (m *member) readHinted() bool {
+	m.mu.Lock()
+	ids := slices.Sorted(maps.Keys(m.toGet))
+	m.toGet = nil
+	m.mu.Unlock()
+	got := make(map[string]*shardItem, len(ids))
+	for _, id := range ids {
+		ctx, cancel := m.callCtx()
+		it, err := m.c.table.Get(ctx, m.part, prefixShard+id)
+		cancel()
+		var s *shardItem
+		if err == nil {
+			s, err = decodeShard(it)
+		}
+		if err != nil {
+			if fatal(err) {
+				m.fail("reading the table", err)
+				return false
+			}
+			m.mu.Lock()
+			m.needRead = true
+			m.mu.Unlock()
+			return false
+		}
+		s.id = id
+		got[id] = s
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.left || m.shards == nil {
+		return false
+	}
+	for id, s := range got {
+		m.noteItem(id, s)
+	}
+	m.absorb(func(id string) bool { _, ok := got[id]; return ok })
+	return true
+}
+
+// absorb acts on the member's view as a read left it: the Loader is woken
+// when a state changed, and our takes in doubt, orphans and leases are
+// settled by the items read (fresh says which; nil: all). m.mu must be
+// held.
+func (m *member) absorb(fresh func(id string) bool) {
+	if fresh == nil {
+		fresh = func(string) bool { return true }
+	}
+	shards := m.shards
+	if d := digest(shards, m.committed); d != m.digest {
 		m.digest = d
 		m.signal()
 	}
 	for id, epoch := range m.unsure {
-		if s, ok := snap.shards[id]; !ok || s.owner != m.me || s.epoch != epoch {
+		if !fresh(id) {
+			continue
+		}
+		if s, ok := shards[id]; !ok || s.owner != m.me || s.epoch != epoch {
 			delete(m.unsure, id) // it did not land, or moved on since
 		}
 	}
 	for id, e := range m.orphans {
-		if s, ok := snap.shards[id]; !ok || s.epoch != e.epoch || s.owner != m.me {
+		if !fresh(id) {
+			continue
+		}
+		if s, ok := shards[id]; !ok || s.epoch != e.epoch || s.owner != m.me {
 			delete(m.orphans, id) // taken since (it read it, or moved on)
 			m.dirty = true
 		}
@@ -201,7 +276,10 @@ func (m *member) read() bool {
 	// Our leases: lost if the table names another owner or epoch; asked
 	// for if another host wants them.
 	for id, l := range m.held {
-		s, ok := snap.shards[id]
+		if !fresh(id) {
+			continue
+		}
+		s, ok := shards[id]
 		switch {
 		case !ok || s.owner != m.me || s.epoch != l.epoch:
 			owner, epoch := "", uint64(0)
@@ -213,7 +291,6 @@ func (m *member) read() bool {
 			l.askHandoff()
 		}
 	}
-	return true
 }
 
 // observeOld warns about hosts of an older version of this library that
@@ -353,22 +430,25 @@ func (m *member) decide() {
 		}
 		return 0
 	})
-	took, landed := false, false
+	took := false
+	var wrote []string
 	chunks := map[string]map[string]posEntry{} // positions of dead owners, read once a round
 	for _, id := range candidates {
 		if mine >= target && shards[id].handoff != m.me {
 			break
 		}
-		granted, wrote := m.take(shards[id], committed, chunks)
+		granted, landed := m.take(shards[id], committed, chunks)
 		if granted {
 			mine++
 			took = true
 		}
-		landed = landed || wrote
+		if landed {
+			wrote = append(wrote, id)
+		}
 	}
-	if landed {
+	if len(wrote) > 0 {
 		// One write of our roster entry tells every take of the round.
-		m.changed()
+		m.changed(wrote...)
 	}
 	if m.steal != "" {
 		m.mu.Lock()
@@ -612,13 +692,13 @@ func (m *member) request(was *shardItem) bool {
 			m.setShard(was.id, s)
 			m.mu.Unlock()
 		}
-		m.changed()
+		m.changed(was.id)
 		return true
 	case errors.Is(err, ErrUnknown):
 		m.mu.Lock()
 		m.needRead = true
 		m.mu.Unlock()
-		m.changed()
+		m.changed(was.id)
 		return true
 	case fatal(err):
 		m.fail("asking for a shard", err)
@@ -643,7 +723,7 @@ func (m *member) withdraw(id string) {
 		return &next
 	})
 	if err == nil {
-		m.changed()
+		m.changed(id)
 	}
 }
 
@@ -682,6 +762,11 @@ func (m *member) update(ctx context.Context, id string, was *shardItem, mutate f
 				return err
 			}
 			was.id = id
+			// As it is now: a write of ours whose answer said
+			// otherwise may be in it (Load reads the view).
+			m.mu.Lock()
+			m.noteItem(id, was)
+			m.mu.Unlock()
 		}
 		next := mutate(was)
 		if next == nil {
@@ -785,7 +870,7 @@ func (m *member) giveUp(was *shardItem) {
 		}
 		return
 	}
-	m.changed()
+	m.changed(was.id)
 }
 
 // backoff returns the pause before retry attempt (0-based): 20 ms

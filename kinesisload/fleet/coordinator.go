@@ -193,14 +193,29 @@ type member struct {
 	left       bool
 	committed  string // the committed initialisation batch, once known
 	seen       map[string]seen
-	needRead   bool      // a change was seen: read the partition next
-	lastRead   time.Time // when the partition was read
-	shards     map[string]*shardItem
-	held       map[string]*lease
-	granted    []*lease
-	offer      map[string]bool
-	hinted     map[string]bool // free shards not offered, the Loader woken for
-	digest     uint64
+	needRead   bool // a change was seen: read the partition next
+	// toGet are the shard items other hosts' hints name as changed since
+	// we read them: the next round reads them alone (see hint).
+	toGet map[string]bool
+	// hint is what our entry says our latest changes wrote, hintAt when
+	// we last added to it.
+	hint   hint
+	hintAt time.Time
+	// reading counts the reads of the partition in flight; wroteDuring
+	// are the items we wrote meanwhile (nil: deleted), which the view
+	// keeps over what a read found (see endRead). readSeq numbers the
+	// reads as they begin, viewSeq is the number of the read the view
+	// holds.
+	reading          int
+	wroteDuring      map[string]*shardItem
+	readSeq, viewSeq uint64
+	lastRead         time.Time // when the partition was read
+	shards           map[string]*shardItem
+	held             map[string]*lease
+	granted          []*lease
+	offer            map[string]bool
+	hinted           map[string]bool // free shards not offered, the Loader woken for
+	digest           uint64
 	// unsure maps a shard to the epoch of a take that may have landed
 	// with no lease to show for it: Leave gives these up too.
 	unsure map[string]uint64
@@ -366,6 +381,9 @@ func (m *member) aliveOrUnknown(id string, now time.Time) bool {
 // it). The view is copied on write: a round that took it under m.mu reads
 // it after without the lock. m.mu must be held.
 func (m *member) setShard(id string, s *shardItem) {
+	if m.reading > 0 {
+		m.wroteDuring[id] = s
+	}
 	if m.shards == nil {
 		return
 	}
@@ -376,6 +394,59 @@ func (m *member) setShard(id string, s *shardItem) {
 		next[id] = s
 	}
 	m.shards = next
+}
+
+// noteItem takes s, the shard item id as just read alone, into the view:
+// absent, it leaves the view; present, it replaces the view's unless that
+// is newer (a read of the partition that ended meanwhile). m.mu must be
+// held.
+func (m *member) noteItem(id string, s *shardItem) {
+	old, ok := m.shards[id]
+	switch {
+	case !s.exists():
+		if ok {
+			m.setShard(id, nil)
+		}
+	case !ok || old.item.Version <= s.item.Version:
+		m.setShard(id, s)
+	}
+}
+
+// beginRead marks a read of the partition in flight and returns its
+// number. m.mu must be held.
+func (m *member) beginRead() uint64 {
+	m.reading++
+	if m.wroteDuring == nil {
+		m.wroteDuring = map[string]*shardItem{}
+	}
+	m.readSeq++
+	return m.readSeq
+}
+
+// endRead ends read seq that beginRead marked: shards, what it found
+// (nil: it failed), become the member's view, with the items we wrote
+// while it ran over them (a read that began before our write may have
+// found the item as it was, or not yet there); unless a read that began
+// after it ended first (the view is newer). m.mu must be held.
+func (m *member) endRead(seq uint64, shards map[string]*shardItem) {
+	if shards != nil && seq > m.viewSeq {
+		m.viewSeq = seq
+		next := maps.Clone(shards)
+		for id, s := range m.wroteDuring {
+			old, ok := next[id]
+			switch {
+			case s == nil:
+				delete(next, id)
+			case !ok || old.item.Version < s.item.Version:
+				next[id] = s
+			}
+		}
+		m.shards = next
+	}
+	m.reading--
+	if m.reading == 0 {
+		m.wroteDuring = nil
+	}
 }
 
 // lose marks l lost. m.mu must be held.

@@ -106,7 +106,10 @@ func (m *member) beat() {
 // is, the changes made so far, what we balance by and our load. m.mu must
 // be held.
 func (m *member) nextEntry() beat {
-	next := beat{counter: m.entry.counter, changes: m.changes, by: m.c.cfg.BalanceBy}
+	if m.hint.from != 0 && m.c.now().Sub(m.hintAt) >= hintKeep*m.c.cfg.RenewInterval {
+		m.hint = hint{} // every host has read it by now, or reads all
+	}
+	next := beat{counter: m.entry.counter, changes: m.changes, by: m.c.cfg.BalanceBy, hint: m.hint}
 	if m.c.cfg.BalanceBy == kinesisload.BalanceByThroughput {
 		for _, l := range m.held {
 			next.load += kinesisload.Weight(l.meter.Rate())
@@ -212,13 +215,20 @@ func (m *member) observe(r roster) {
 			if ok && s.counter == b.counter && s.left == b.left {
 				at = s.at
 			}
-			if !ok || s.changes != b.changes || s.left != b.left {
-				m.needRead = true // a new host, a change, or one that left
+			switch {
+			case (!ok || s.counter == unknownCounter) && b.changes > 0:
+				// A host that made changes before we knew its entry
+				// (an earlier life's, or an operator's rewind).
+				m.needRead = true
+			case !ok || s.counter == unknownCounter:
+				// New, and nothing changed yet.
+			case s.changes != b.changes:
+				m.noteChanges(s.changes, b)
 			}
 			m.seen[id] = seen{counter: b.counter, changes: b.changes, left: b.left, load: b.load, raw: r.raw[id], at: at}
 		} else {
 			if s.changes != b.changes {
-				m.needRead = true
+				m.noteChanges(s.changes, b)
 			}
 			s.changes, s.load, s.raw = b.changes, b.load, r.raw[id]
 			m.seen[id] = s
@@ -236,14 +246,38 @@ func (m *member) observe(r roster) {
 	}
 }
 
+// noteChanges takes in that a host's changes moved from seen to b's: the
+// next round reads the items its hint names, or the whole partition when
+// the hint does not cover every change since seen. m.mu must be held.
+func (m *member) noteChanges(seen uint64, b beat) {
+	if b.changes < seen || !b.hint.covers(seen) {
+		m.needRead = true
+		return
+	}
+	if m.toGet == nil {
+		m.toGet = map[string]bool{}
+	}
+	for _, id := range b.hint.ids {
+		m.toGet[id] = true
+	}
+}
+
+// hintKeep times RenewInterval is how long a host keeps naming in its
+// entry the items its latest changes wrote: every other host's round
+// reads the roster within one RenewInterval (a host that missed the hint
+// reads the whole partition).
+const hintKeep = 3
+
 // changed records a change of ours to the table (a lease taken, released
 // or asked for, a state advanced, a shard added): our entry's changes
-// grow at once, so that every host reads the table at its next round.
-func (m *member) changed() {
+// grow at once, so that every host reads, at its next round, the shard
+// items ids (none given: the whole partition).
+func (m *member) changed(ids ...string) {
 	m.beatMu.Lock()
 	defer m.beatMu.Unlock()
 	m.mu.Lock()
 	m.changes++
+	m.addHint(ids)
 	if m.left {
 		m.mu.Unlock()
 		return
@@ -254,6 +288,30 @@ func (m *member) changed() {
 	// The counter stays: this is not a heartbeat (writeEntry counts it
 	// as one only if its counter is one we tried).
 	m.writeEntry(next, began)
+}
+
+// addHint names ids in our entry's hint, as written by change m.changes
+// (none: the whole partition). m.mu must be held.
+func (m *member) addHint(ids []string) {
+	if m.hint.from == 0 {
+		m.hint = hint{from: m.changes}
+	}
+	m.hintAt = m.c.now()
+	if m.hint.all {
+		return
+	}
+	if len(ids) == 0 || slices.ContainsFunc(ids, func(id string) bool { return !hintable(id) }) {
+		m.hint = hint{from: m.hint.from, all: true}
+		return
+	}
+	for _, id := range ids {
+		if i, found := slices.BinarySearch(m.hint.ids, id); !found {
+			m.hint.ids = slices.Insert(m.hint.ids, i, id)
+		}
+	}
+	if len(m.hint.ids) > maxHintIDs {
+		m.hint = hint{from: m.hint.from, all: true}
+	}
 }
 
 // markLeft marks our roster entry left: idempotent, so retried (six

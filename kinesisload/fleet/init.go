@@ -47,7 +47,7 @@ func (m *member) Initialise(ctx context.Context, init kinesisload.InitFunc) erro
 			m.mu.Lock()
 			m.committed = ii.committed
 			m.mu.Unlock()
-			return init(ctx, sharedStore{m: m})
+			return init(ctx, sharedStore{m: m, fresh: true})
 		}
 		if m.lockBusy(ii, &watch) {
 			// Wait for a round: the holder commits, or is seen dead or

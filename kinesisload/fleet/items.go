@@ -323,13 +323,92 @@ func (s *shardItem) encode(part string) Item {
 
 // beat is a host's entry in the roster: its heartbeat counter, how many
 // changes it made to the table (a host that sees it move reads the table
-// again), what it balances by and the load it holds, and whether it left.
+// again), what it balances by and the load it holds, whether it left, and
+// which shard items its latest changes wrote.
 type beat struct {
 	counter uint64
 	changes uint64
 	by      kinesisload.BalanceBy
 	load    float64 // the sum of its shards' weights (BalanceByThroughput)
 	left    bool
+	hint    hint
+}
+
+// hint names the shard items that the changes from..changes of a host
+// wrote (all: some change wrote something else, or too many to name): a
+// host that saw every change before from reads only those items, not the
+// whole partition. A host keeps its hint for a few rounds after its last
+// change (every other host reads the roster every round), then drops it:
+// the roster stays small.
+type hint struct {
+	from uint64 // 0: no hint
+	all  bool
+	ids  []string // sorted
+}
+
+// maxHintIDs is the most shard IDs a hint names; a change that would
+// name more makes it all.
+const maxHintIDs = 16
+
+// covers reports whether h names every item written by the changes after
+// seen, up to the entry's.
+func (h hint) covers(seen uint64) bool {
+	return h.from != 0 && !h.all && h.from <= seen+1
+}
+
+// String encodes h as the value of a beat's "h" field: from, a colon, and
+// the shard IDs (a Kinesis shard ID by its number without leading zeros,
+// any other with a leading '~'), or '*'.
+func (h hint) String() string {
+	if h.all {
+		return fmt.Sprintf("%d:*", h.from)
+	}
+	enc := make([]string, len(h.ids))
+	for i, id := range h.ids {
+		enc[i] = encodeHintID(id)
+	}
+	return fmt.Sprintf("%d:%s", h.from, strings.Join(enc, ","))
+}
+
+func encodeHintID(id string) string {
+	if n, ok := strings.CutPrefix(id, "shardId-"); ok && len(n) == 12 && strings.Trim(n, "0123456789") == "" {
+		if t := strings.TrimLeft(n, "0"); t != "" {
+			return t
+		}
+		return "0"
+	}
+	return "~" + id
+}
+
+// hintable reports whether id can be named in a hint.
+func hintable(id string) bool { return id != "" && !strings.ContainsAny(id, ", :*\t\n") }
+
+func parseHint(v string) (hint, error) {
+	from, ids, ok := strings.Cut(v, ":")
+	if !ok {
+		return hint{}, fmt.Errorf("%q has no ':'", v)
+	}
+	var h hint
+	var err error
+	if h.from, err = strconv.ParseUint(from, 10, 64); err != nil {
+		return hint{}, err
+	}
+	if ids == "*" {
+		h.all = true
+		return h, nil
+	}
+	for e := range strings.SplitSeq(ids, ",") {
+		if raw, ok := strings.CutPrefix(e, "~"); ok {
+			h.ids = append(h.ids, raw)
+			continue
+		}
+		n, err := strconv.ParseUint(e, 10, 64)
+		if err != nil || n > 999_999_999_999 {
+			return hint{}, fmt.Errorf("shard %q is neither a number nor ~ID", e)
+		}
+		h.ids = append(h.ids, fmt.Sprintf("shardId-%012d", n))
+	}
+	return h, nil
 }
 
 func (b beat) String() string {
@@ -342,6 +421,9 @@ func (b beat) String() string {
 	}
 	if b.left {
 		s += " left"
+	}
+	if b.hint.from != 0 {
+		s += " h=" + b.hint.String()
 	}
 	return s
 }
@@ -369,6 +451,8 @@ func parseBeat(v string) (beat, error) {
 			b.by = kinesisload.BalanceBy(n)
 		case "w":
 			b.load, err = strconv.ParseFloat(val, 64)
+		case "h":
+			b.hint, err = parseHint(val)
 		}
 		if err != nil {
 			return b, fmt.Errorf("beat %q: %s: %v", v, k, err)

@@ -210,7 +210,7 @@ func (l *lease) write(ctx context.Context, u kinesisload.ShardProgress, release 
 		}
 		switch {
 		case err == nil:
-			m.changed()
+			m.changed(l.shard)
 			return nil
 		case errors.Is(err, errNotOurs):
 			if release {

@@ -31,7 +31,8 @@ type callLog struct {
 
 // callEvent is one entry of a callLog: a heartbeat sent ("beat>"), a
 // heartbeat answered ("beat<", with the other host's change count in
-// the roster), or a read of the stream's partition ("read").
+// the roster), or a read of the stream's partition or of a shard item
+// ("read").
 type callEvent struct {
 	op      string
 	changes uint64
@@ -66,6 +67,14 @@ func (c *callLog) SetEntry(ctx context.Context, partition, key, field, entry, ol
 		c.log(callEvent{op: "beat<", changes: n})
 	}
 	return it, err
+}
+
+// Get of a shard item is a read too: the one a hint names.
+func (c *callLog) Get(ctx context.Context, partition, key string) (fleet.Item, error) {
+	if partition == c.stream && strings.HasPrefix(key, "shard#") {
+		c.log(callEvent{op: "read"})
+	}
+	return c.Table.Get(ctx, partition, key)
 }
 
 func (c *callLog) Query(ctx context.Context, partition string) ([]fleet.Item, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -14,7 +13,12 @@ import (
 
 // sharedStore is the shared progress of a stream, through one member: its
 // Load shows what is committed, its Save merges into the shard items.
-type sharedStore struct{ m *member }
+// fresh makes every Load read the partition (an initialisation's: it must
+// see what another host committed a moment ago).
+type sharedStore struct {
+	m     *member
+	fresh bool
+}
 
 var (
 	_ kinesisload.PositionStore = sharedStore{}
@@ -32,20 +36,43 @@ func (st sharedStore) check(ctx context.Context, stream string) error {
 	return nil
 }
 
+// currentView returns the member's view of the shard items and the
+// committed batch when the rounds keep it current: the initialisation
+// committed, every change the roster announced read (by the hinted items,
+// or the whole partition), and the whole partition read within
+// ResyncInterval. It is as old as the last roster the member read (a
+// round), and what no host announces (an item edited by hand) is in it
+// within ResyncInterval.
+func (m *member) currentView() (map[string]*shardItem, string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ok := m.shards != nil && m.committed != "" && !m.needRead && len(m.toGet) == 0 &&
+		m.c.now().Sub(m.lastRead) < m.c.cfg.ResyncInterval && !m.left && m.over == nil
+	return m.shards, m.committed, ok
+}
+
 // snapshot reads the stream's partition, retrying transient errors, and
 // takes it as the member's view.
 func (m *member) snapshot(ctx context.Context) (*snapshot, error) {
 	for attempt := 0; ; attempt++ {
+		m.mu.Lock()
+		seq := m.beginRead()
+		m.mu.Unlock()
 		snap, err := query(ctx, m.c.table, m.part)
 		if err == nil {
 			m.mu.Lock()
 			if snap.init.committed != "" {
 				m.committed = snap.init.committed
 			}
-			m.shards, m.lastRead = maps.Clone(snap.shards), m.c.now()
+			m.endRead(seq, snap.shards)
+			m.lastRead = m.c.now()
+			snap.shards = m.shards // with our writes since it began, or newer
 			m.mu.Unlock()
 			return snap, nil
 		}
+		m.mu.Lock()
+		m.endRead(seq, nil)
+		m.mu.Unlock()
 		if fatal(err) {
 			return nil, fmt.Errorf("fleet: stream %s: reading the table: %w", m.stream, err)
 		}
@@ -55,21 +82,27 @@ func (m *member) snapshot(ctx context.Context) (*snapshot, error) {
 	}
 }
 
-// Load implements [kinesisload.PositionStore]: one read of the stream's
-// partition; only the committed initialisation batch's positions count.
-// The positions are those of the shard items: a shard's owner may be
-// further, in its positions (a lease's Progress says where it resumes).
+// Load implements [kinesisload.PositionStore]: the member's view of the
+// shard items when the rounds keep it current (see currentView), otherwise
+// one read of the stream's partition; only the committed initialisation
+// batch's positions count. The positions are those of the shard items: a
+// shard's owner may be further, in its positions (a lease's Progress says
+// where it resumes).
 func (st sharedStore) Load(ctx context.Context, stream string) (map[string]kinesisload.ShardProgress, error) {
 	if err := st.check(ctx, stream); err != nil {
 		return nil, err
 	}
-	snap, err := st.m.snapshot(ctx)
-	if err != nil {
-		return nil, err
+	shards, committed, ok := st.m.currentView()
+	if !ok || st.fresh {
+		snap, err := st.m.snapshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		shards, committed = snap.shards, snap.init.committed
 	}
 	out := map[string]kinesisload.ShardProgress{}
-	for id, s := range snap.shards {
-		p := s.visible(snap.init.committed)
+	for id, s := range shards {
+		p := s.visible(committed)
 		if p.State == 0 && p.Position.Kind == 0 && len(p.Parents) == 0 {
 			continue // pending only: invisible
 		}
@@ -110,14 +143,19 @@ func (st sharedStore) Save(ctx context.Context, stream string, updates []kinesis
 }
 
 // saveEach applies mutate to the item of every update, and records one
-// change for all of them.
+// change for all it wrote (also when a later one fails).
 func (m *member) saveEach(ctx context.Context, updates []kinesisload.ShardProgress, mutate func(s *shardItem, committed string, u kinesisload.ShardProgress) *shardItem) error {
 	for _, u := range updates {
 		if u.ShardID == "" {
 			return fmt.Errorf("fleet: save to stream %s: an update has no shard ID", m.stream)
 		}
 	}
-	wrote := false
+	var wrote []string
+	defer func() {
+		if len(wrote) > 0 {
+			m.changed(wrote...)
+		}
+	}()
 	for _, u := range updates {
 		for tries := 1; ; tries++ {
 			err := m.update(ctx, u.ShardID, nil, func(s *shardItem) *shardItem {
@@ -125,7 +163,9 @@ func (m *member) saveEach(ctx context.Context, updates []kinesisload.ShardProgre
 				committed := m.committed
 				m.mu.Unlock()
 				next := mutate(s, committed, u)
-				wrote = wrote || next != nil
+				if next != nil && !slices.Contains(wrote, u.ShardID) {
+					wrote = append(wrote, u.ShardID) // tried: it may have landed
+				}
 				return next
 			})
 			if err == nil {
@@ -140,9 +180,6 @@ func (m *member) saveEach(ctx context.Context, updates []kinesisload.ShardProgre
 			m.c.cfg.Logger.Warn("fleet: the table keeps failing; still trying to save", "stream", m.stream, "shard", u.ShardID, "tries", tries, "err", err)
 		}
 	}
-	if wrote {
-		m.changed()
-	}
 	return nil
 }
 
@@ -154,7 +191,7 @@ func (st sharedStore) Prune(ctx context.Context, stream string, shardIDs []strin
 		return err
 	}
 	m := st.m
-	pruned := false
+	var pruned []string
 	for _, id := range shardIDs {
 		for attempt := 0; ; attempt++ {
 			got, err := m.c.table.Get(ctx, m.part, prefixShard+id)
@@ -168,7 +205,7 @@ func (st sharedStore) Prune(ctx context.Context, stream string, shardIDs []strin
 						break // gone, or not complete: kept
 					}
 					if err = m.c.table.Delete(ctx, m.part, got.Key, got.Version); err == nil {
-						pruned = true
+						pruned = append(pruned, id)
 						m.mu.Lock()
 						m.setShard(id, nil)
 						m.mu.Unlock()
@@ -187,8 +224,8 @@ func (st sharedStore) Prune(ctx context.Context, stream string, shardIDs []strin
 			}
 		}
 	}
-	if pruned {
-		m.changed()
+	if len(pruned) > 0 {
+		m.changed(pruned...)
 	}
 	return nil
 }
@@ -374,7 +411,7 @@ var (
 // InitProgress implements [kinesisload.InitProgresser].
 func (st stagingStore) InitProgress() { st.progress.Add(1) }
 
-func (st stagingStore) shared() sharedStore { return sharedStore{m: st.m} }
+func (st stagingStore) shared() sharedStore { return sharedStore{m: st.m, fresh: true} }
 
 // Load implements [kinesisload.PositionStore] (as the shared store).
 func (st stagingStore) Load(ctx context.Context, stream string) (map[string]kinesisload.ShardProgress, error) {
