@@ -717,3 +717,57 @@ func TestSaveWaitsOutATableOutage(t *testing.T) {
 		}
 	})
 }
+
+// A shard item deleted by hand while its owner reads, and saved again by
+// another host (a Loader cannot tell it from a shard born since): the new
+// item's leases have epochs above the old owner's, so a TransactionalSink
+// that stored the old epoch fences the old owner's late batch, and takes
+// the new owner's. (Found by the simulation, seed 5003268: epochs started
+// again at 1, the old owner and the new one delivered at epoch 1, and the
+// Sink's refusal of an overlap at the same epoch stopped Run.)
+func TestAShardItemSavedAgainAfterADeletionHasEpochsAboveTheOldOwners(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	a, b := w.host("a"), w.host("b")
+	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: "x", State: kinesisload.StateActive, Position: scan.TrimHorizon()}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.m.Initialise(ctx, func(context.Context, kinesisload.PositionStore) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.m.Acquire(ctx, []string{"x"}); err != nil {
+		t.Fatal(err)
+	}
+	w.advance(2 * time.Second)
+	old, err := a.m.Acquire(ctx, []string{"x"})
+	if err != nil || len(old) != 1 {
+		t.Fatalf("a was granted %d leases (%v), want x's", len(old), err)
+	}
+	it, err := w.table.Get(ctx, "s", "shard#x")
+	if err != nil || !it.Exists() {
+		t.Fatalf("no item for x: %v", err)
+	}
+	if err := w.table.Delete(ctx, "s", it.Key, it.Version); err != nil {
+		t.Fatal(err)
+	}
+	w.advance(time.Minute) // the hosts read the whole partition again
+	if err := b.m.Store().Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: "x", State: kinesisload.StateActive, Position: scan.TrimHorizon()}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.m.Acquire(ctx, []string{"x"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		w.now.Add(int64(time.Second))
+		b.c.Round()
+	}
+	ls, err := b.m.Acquire(ctx, []string{"x"})
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("b was granted %d leases (%v), want x's", len(ls), err)
+	}
+	if ls[0].Epoch() <= old[0].Epoch() {
+		t.Errorf("the new lease of x has epoch %d, the old owner's %d: want above", ls[0].Epoch(), old[0].Epoch())
+	}
+}

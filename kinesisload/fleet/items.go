@@ -67,6 +67,26 @@ func posPartition(part, host string) string { return part + "#pos#" + host }
 // batch of the old generation's owner.
 func epochBase(gen uint64) uint64 { return gen << 32 }
 
+// epochClock is the origin of epochFloor's clock.
+var epochClock = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// epochFloor is the epoch a shard item created after the initialisation
+// starts from, in generation gen at now: above the generation's base by
+// the seconds since 2000 (until 2136). An item created then may be one
+// deleted by hand and saved again (the Loader cannot tell it from a shard
+// born since), whose earlier epochs are gone with it: a host that still
+// holds a lease of the old item, and a TransactionalSink that stored its
+// epoch, must see the new leases above it, not the same epochs again.
+// Takes add one to an item's epoch: an item taken less than once a
+// second since it was created stays below the floor of one created later.
+func epochFloor(gen uint64, now time.Time) uint64 {
+	s := now.Sub(epochClock) / time.Second
+	if s < 0 {
+		return epochBase(gen)
+	}
+	return epochBase(gen) + min(uint64(s), 1<<32-1<<24)
+}
+
 func parseUint(it Item, field string) (uint64, error) {
 	v := it.Field(field)
 	if v == "" {

@@ -138,7 +138,11 @@ func (st sharedStore) Save(ctx context.Context, stream string, updates []kinesis
 		if s.exists() && same(nv, v) {
 			return nil
 		}
-		return s.with(nv, committed)
+		next := s.with(nv, committed)
+		if !s.exists() {
+			next.epoch = epochFloor(st.m.gen, st.m.c.now())
+		}
+		return next
 	})
 }
 
