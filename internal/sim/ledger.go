@@ -82,14 +82,8 @@ type ledger struct {
 
 	// runs2 is, per process, shard and epoch, the first and last record
 	// of the last batch delivered; orderErrs what batch found.
-	runs2 map[runKey][2]*put
-	// itemDeleted are the shards whose fleet item was deleted by hand: a
-	// host that finds it gone (and cannot tell it from a shard born since)
-	// reads it again from TRIM_HORIZON, under a new item whose epochs
-	// start again, so that a process may deliver its records again under
-	// an epoch it delivered later ones under (see audit in the Loader).
-	itemDeleted map[string]bool
-	orderErrs   []string
+	runs2     map[runKey][2]*put
+	orderErrs []string
 }
 
 // rewound is a rewind of a shard that landed: every record of the shard
@@ -413,7 +407,6 @@ func (l *ledger) batch(proc string, b kinesisload.Batch) {
 	first, last := ps[0], ps[len(ps)-1]
 	switch {
 	case !ok, prev[1].before(first), prev[0] == first && prev[1] == last:
-	case l.itemDeleted[b.ShardID]:
 	default:
 		l.orderErrs = append(l.orderErrs, fmt.Sprintf("order: %s delivered %s..%s of %s (epoch %d) after %s..%s", proc, first.data, last.data, b.ShardID, b.Epoch, prev[0].data, prev[1].data))
 	}

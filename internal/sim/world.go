@@ -1218,12 +1218,6 @@ func (w *world) handEdit(ctx context.Context, op string, d time.Duration) {
 	w.logf("hand edit: deleted %s/%s (restore: %v)", it.Partition, it.Key, restore)
 	e := &edit{op: op, item: it, restore: restore}
 	w.mu.Lock()
-	if id, ok := strings.CutPrefix(it.Key, "shard#"); ok {
-		if w.ledger.itemDeleted == nil {
-			w.ledger.itemDeleted = map[string]bool{}
-		}
-		w.ledger.itemDeleted[id] = true
-	}
 	w.edits = append(w.edits, e)
 	w.mu.Unlock()
 	if restore {
