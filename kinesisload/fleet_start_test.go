@@ -3,6 +3,7 @@ package kinesisload_test
 import (
 	"context"
 	"math/big"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -101,4 +102,54 @@ func splitFake(t *testing.T, f *kinesistest.Fake, stream, shard string) {
 		return
 	}
 	t.Fatalf("no shard %s", shard)
+}
+
+// A first start-up that stored start batches in a TransactionalSink and
+// was killed before it published, taken over by another host: the new
+// holder continues that first run at its T0. (Found by the simulation,
+// seed 5005484: a child's start checkpoint in the Sink made the next host
+// take the stream for one read before, read the child's parent, closed
+// before T0, from TRIM_HORIZON, and stop with a ParentAfterChildError,
+// at every start.)
+func TestAFirstStartUpKilledAfterItsStartBatchesIsContinuedAtItsT0(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 1)
+		r.put(10)
+		splitFake(t, r.fake, "orders", "shardId-000000000000") // closed before the start
+		r.put(10)                                              // the children's starts are after these
+		time.Sleep(1100 * time.Millisecond)                    // past Kinesis's whole-second Date
+		sink := newTxSink()
+		r.configure = func(c *kinesisload.Config) { c.StartPosition = scan.Latest() }
+		r.hostConfig = func(host string, c *kinesisload.Config) { c.Sink = sink.forHost(host) }
+		stalled := make(chan struct{})
+		var once sync.Once
+		sink.set(func(s *txSink) {
+			s.before = func(ctx context.Context, host string, b kinesisload.Batch) {
+				if host == "a" && b.ShardID == "shardId-000000000000" {
+					once.Do(func() { close(stalled) })
+					<-ctx.Done() // the parent's start is never stored
+				}
+			}
+		})
+		r.start("a")
+		select {
+		case <-stalled:
+		case err := <-r.done["a"]:
+			t.Fatalf("host a: Run returned before it stored the starts: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("host a never stored the parent's start")
+		}
+		if cps, _ := sink.mem.Checkpoints(context.Background(), "orders"); len(cps) == 0 {
+			t.Fatal("the Sink holds no start of a child: the case is not made")
+		}
+		r.kill("a")
+		r.start("b")
+		want := r.put(20) // on the children, after T0
+		sink.waitStored(t, want)
+		select {
+		case err := <-r.done["b"]:
+			t.Fatalf("host b: Run = %v", err)
+		default:
+		}
+	})
 }

@@ -198,6 +198,7 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	if err != nil {
 		return nil, err
 	}
+	storeFirst := newTopology(stream, l.cfg.StartPosition, l.cfg.Shards, stored).initial
 	fromSink, inSink, rewoundCPs, err := s.sinkProgress(ctx, stored, rewinds)
 	if err != nil {
 		return nil, err
@@ -208,6 +209,9 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 		}
 	}
 	t := newTopology(stream, l.cfg.StartPosition, l.cfg.Shards, stored)
+	if err := s.continueFirstRun(ctx, t, storeFirst); err != nil {
+		return nil, err
+	}
 	if err := s.checkStarted(ctx, t); err != nil {
 		return nil, err
 	}
@@ -298,6 +302,38 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 		}
 	}
 	return t, nil
+}
+
+// continueFirstRun keeps t a first run when the store holds no progress
+// (storeFirst) and a start time is pending, although a TransactionalSink
+// holds checkpoints: they are the start batches of a first initialisation
+// that stopped before it published (another host's, or this one's before
+// a crash), delivered at that same T0. The shards without progress then
+// resolve at T0, as that initialisation resolved them, not from
+// TRIM_HORIZON as shards born since. (Taken for a later run, a parent
+// closed before T0 was read from TRIM_HORIZON after a child whose start
+// the Sink held: Run stopped with a ParentAfterChildError at every start.)
+func (s *session) continueFirstRun(ctx context.Context, t *topology, storeFirst bool) error {
+	ss, ok := s.store.(StartStore)
+	if !storeFirst || t.initial || !ok {
+		return nil
+	}
+	_, pending, err := ss.LoadStart(ctx, s.l.cfg.Stream)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &RunError{Stream: s.l.cfg.Stream, Op: "LoadStart", Kind: ErrJournal, Err: fmt.Errorf("loading the pending start time: %w", err)}
+	}
+	if pending {
+		// Nothing was read before the first start-up published: the
+		// Sink's checkpoints are where reading starts.
+		t.initial = true
+		for _, n := range t.nodes {
+			n.begun = false
+		}
+	}
+	return nil
 }
 
 // checkStarted: a topology with no progress of any shard the Loader
@@ -811,7 +847,7 @@ func (s *session) audit(ctx context.Context, t *topology, stored map[string]Shar
 		switch {
 		case n.saved != 0 && !initialising:
 			missing = append(missing, id)
-		case initialising && !slices.ContainsFunc(n.Parents, func(p string) bool { _, ok := stored[p]; return ok }):
+		case initialising && !t.initial && !slices.ContainsFunc(n.Parents, func(p string) bool { _, ok := stored[p]; return ok }):
 			if _, selected := t.selected[id]; !selected {
 				orphans = append(orphans, id)
 			}
