@@ -11,6 +11,7 @@ import (
 	"net"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -823,7 +824,7 @@ func (w *world) expected(err error) bool {
 			}
 		})
 		return true
-	case (errors.Is(err, fleet.ErrIdentityMissing) || errors.Is(err, kinesisload.ErrLineage) || isInvalidArgument(err)) && w.edited("delete-identity"):
+	case (errors.Is(err, fleet.ErrIdentityMissing) || errors.Is(err, fleet.ErrIdentityBehind) || errors.Is(err, kinesisload.ErrLineage) || isInvalidArgument(err)) && w.edited("delete-identity"):
 		// With the identity item gone, a host takes the stream it sees for
 		// the progress's: a re-created stream's shards then refuse the old
 		// positions (or lineage), loudly, until the item is restored.
@@ -1242,8 +1243,15 @@ func (w *world) restore(e *edit) {
 	it.Version = 0
 	if e.op == "delete-identity" {
 		// Restored over whatever a host wrote since: a host that found
-		// no identity took the stream it saw for generation 0's.
+		// no identity took the stream it saw for generation 0's. But
+		// not over a later generation's (a start-over since): the
+		// backup is older than that, and an operator restores the
+		// fleet's latest identity, as Inspect shows it.
 		if cur, err := w.table.Get(context.Background(), it.Partition, it.Key); err == nil {
+			if curGen, bakGen := genOf(cur), genOf(it); cur.Exists() && curGen > bakGen {
+				w.logf("restore %s/%s: not restored, the item names a later generation (%s) than the backup (%s)", it.Partition, it.Key, cur.Field("gen"), it.Field("gen"))
+				return
+			}
 			it.Version = cur.Version
 		}
 	}
@@ -1252,6 +1260,12 @@ func (w *world) restore(e *edit) {
 		return
 	}
 	w.logf("restored %s/%s from its backup", it.Partition, it.Key)
+}
+
+// genOf is the generation an identity item names (0 when it names none).
+func genOf(it fleet.Item) uint64 {
+	n, _ := strconv.ParseUint(it.Field("gen"), 10, 64)
+	return n
 }
 
 // latestPartition is the partition of the fleet's latest generation.

@@ -771,3 +771,46 @@ func TestAShardItemSavedAgainAfterADeletionHasEpochsAboveTheOldOwners(t *testing
 		t.Errorf("the new lease of x has epoch %d, the old owner's %d: want above", ls[0].Epoch(), old[0].Epoch())
 	}
 }
+
+// The identity item restored from a backup taken before the fleet started
+// over: a host of the generation in force stops with ErrIdentityBehind,
+// naming the generation to restore, instead of reading on beside a fleet
+// whose identity no longer knows its generation. (Found by the
+// simulation, seed 4021197: the hosts of generation 1 read nothing after
+// the stream was re-created again, in silence.)
+func TestAnIdentityRestoredFromBeforeAStartOverStopsTheHostsOfTheLaterGeneration(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	a := w.host("a")
+	old := kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start}
+	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		return st.SetIdentity(ctx, "s", old)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	backup, err := w.table.Get(ctx, "s", "identity")
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewed := kinesisload.StreamIdentity{ARN: old.ARN, Created: start.Add(time.Hour)}
+	if err := a.m.Store().StartOver(ctx, "s", renewed); !errors.Is(err, kinesisload.ErrStreamMismatch) {
+		t.Fatalf("StartOver = %v, want the mismatch that ends the session", err)
+	}
+	b := w.host("b") // joins generation 1
+	if err := b.m.Initialise(ctx, func(context.Context, kinesisload.PositionStore) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := w.table.Get(ctx, "s", "identity")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backup.Version = cur.Version
+	if _, err := w.table.Put(ctx, backup); err != nil { // the stale backup, restored
+		t.Fatal(err)
+	}
+	w.advance(4 * w.cfg.LeaseDuration) // past a resync
+	_, err = b.m.Acquire(ctx, nil)
+	if !errors.Is(err, fleet.ErrIdentityBehind) || !strings.Contains(err.Error(), `"gen" = 1`) {
+		t.Fatalf("Acquire = %v, want ErrIdentityBehind naming generation 1", err)
+	}
+}

@@ -83,16 +83,19 @@
 // its Loader joins the new generation, initialised through its own lock.
 // The old generation's items stay, the archive ([Inspect] shows them). A
 // Join that finds no identity item while a later generation exists refuses
-// with [ErrIdentityMissing] rather than take it for the first.
+// with [ErrIdentityMissing] rather than take it for the first; a host of a
+// later generation than the identity item names (restored from a backup
+// older than the start-over) stops with [ErrIdentityBehind].
 //
 // # Cost
 //
 // Writes grow with hosts, not shards: a beat per host per round, a write
 // of its positions per round while they move, and a few writes per lease
-// move. Reads: none in a round where nothing changed; one read of the
-// stream's partition by every host after a change, and once per
-// ResyncInterval otherwise; a read of a dead host's positions when its
-// shards are taken. COMPLETED shards that Kinesis no longer lists are
+// move. Reads: none in a round where nothing changed; after a change, a
+// read of each shard item the writer's roster entry names (its hint), or
+// of the stream's whole partition when no hint covers the change; the
+// whole partition once per ResyncInterval otherwise; a read of a dead
+// host's positions when its shards are taken. COMPLETED shards that Kinesis no longer lists are
 // deleted ([kinesisload.Pruner]). The figures are in BENCHMARKS.md.
 //
 // # Tables of the version before this package

@@ -34,6 +34,12 @@ var (
 	// exists beside hosts of the generation in force, or take a stream
 	// re-created meanwhile for the one the progress was stored for.
 	ErrIdentityMissing = errors.New("fleet: the stream's identity item is missing, but the stream was initialised")
+	// ErrIdentityBehind stops the session of a host whose generation is
+	// later than the one the identity item names: the item went back (it
+	// was restored from a backup taken before the fleet started over),
+	// and the hosts of the generation in force would read on beside a
+	// fleet that no longer knows it.
+	ErrIdentityBehind = errors.New("fleet: the stream's identity item names a generation before the fleet's")
 	// ErrDown is wrapped (with [ErrUnknown]) by every call of a [FaultyTable]
 	// after [FaultyTable.Kill]: the process is gone, and nothing it sends
 	// lands.

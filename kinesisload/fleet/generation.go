@@ -124,6 +124,13 @@ func (m *member) readGen(began time.Time, snap *snapshot) bool {
 		m.voidWith(ii)
 		return false
 	}
+	if ii.item.Exists() && ii.gen < m.gen && m.over == nil {
+		m.over = fmt.Errorf("fleet: host %s, stream %s: %w: the item names generation %d, this session is of generation %d, written there when the fleet started over: "+
+			"it was restored from a backup older than that; restore the item as Coordinator.Inspect of a host of generation %d shows it (\"gen\" = %d)",
+			m.me, m.stream, ErrIdentityBehind, ii.gen, m.gen, m.gen, m.gen)
+		m.signal()
+		return false
+	}
 	return m.over == nil
 }
 
