@@ -417,6 +417,9 @@ func (t table) Query(ctx context.Context, partition string) (its []fleet.Item, e
 func (t table) Put(ctx context.Context, in fleet.Item) (it fleet.Item, err error) {
 	err = t.tcall(ctx, "Put", true, func(ctx context.Context) (err error) {
 		it, err = t.p.table.Put(ctx, in)
+		if err == nil && in.Key == "init" && in.Field("t0") != "" {
+			t.p.w.t0Written(in.Field("t0"), t.p.began)
+		}
 		if debugKey != "" && in.Key == debugKey {
 			t.p.w.logf("DEBUG %s Put %s v%d %v %v: %v", t.p.name, in.Key, in.Version, in.Fields, in.Maps, err)
 		}

@@ -87,6 +87,9 @@ type world struct {
 	spec  Spec
 	opt   Options
 	start time.Time
+	// t0Began maps a T0 written into a fleet's init item to the begin of
+	// the first Run that wrote it (guarded by mu).
+	t0Began map[string]time.Time
 
 	rmu sync.Mutex
 	rng *rand.Rand // draws at run time (fault rates, tail damage)
@@ -953,14 +956,38 @@ func (h hook) OnInitResolved(e kinesisload.InitResolved) {
 		l.initDone = true
 	}
 	h.p.w.mu.Unlock()
-	if !e.T0.IsZero() && e.T0.After(h.p.began) {
-		h.p.w.failf("%s: T0 %v is after its Run began (%v)", h.p.name, e.T0.Sub(h.p.w.start), h.p.began.Sub(h.p.w.start))
+	// T0 is no later than the Run that made it durable began: this Run,
+	// or in a fleet the Run that first wrote it into the init item (a
+	// host that waited for the initialisation lock made no promise of
+	// its own: docs/guarantee.md).
+	began := h.p.began
+	h.p.w.mu.Lock()
+	if b, ok := h.p.w.t0Began[e.T0.UTC().Format(time.RFC3339Nano)]; ok {
+		began = b
+	}
+	h.p.w.mu.Unlock()
+	if !e.T0.IsZero() && e.T0.After(began) {
+		h.p.w.failf("%s: T0 %v is after the Run that made it durable began (%v)", h.p.name, e.T0.Sub(h.p.w.start), began.Sub(h.p.w.start))
 	}
 	if e.T0.IsZero() {
 		h.p.w.logf("%s: initialised: %d reused", h.p.name, e.Reused)
 		return
 	}
 	h.p.w.logf("%s: initialised: %d resolved at T0 %.3fs, %d reused", h.p.name, e.Resolved, e.T0.Sub(h.p.w.start).Seconds(), e.Reused)
+}
+
+// t0Written notes that a process whose Run began at began wrote t0 (as
+// the fleet's init item encodes it) into the init item; the first such
+// Run made it durable.
+func (w *world) t0Written(t0 string, began time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.t0Began == nil {
+		w.t0Began = map[string]time.Time{}
+	}
+	if _, ok := w.t0Began[t0]; !ok { // later writes of the item keep it
+		w.t0Began[t0] = began
+	}
 }
 
 // durable notes a process's acknowledged journal write: the single
