@@ -36,6 +36,9 @@ type consumer struct {
 func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 	l := c.s.l
 	stream := l.cfg.Stream
+	if c.from.Kind == scan.KindShardEnd {
+		return c.completeDelivered(hctx)
+	}
 	rc := readerConfig{
 		client:       c.s.client,
 		stream:       stream,
@@ -133,6 +136,24 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 		return false, stopError(stream, c.shard, "GetRecords", ErrKinesis, err)
 	}
 	return false, nil
+}
+
+// completeDelivered commits COMPLETED for a shard whose end the Sink
+// holds already (a TransactionalSink stored the last batch, then its
+// host lost the lease before it committed COMPLETED): nothing is left to
+// read, and its children wait for that commit.
+func (c *consumer) completeDelivered(ctx context.Context) (bool, error) {
+	if !c.draining {
+		if err := c.s.saveShard(ctx, c.lease, ShardProgress{ShardID: c.shard, State: StateDraining}, StateActive); err != nil {
+			return false, err
+		}
+		c.draining = true
+	}
+	if err := c.s.saveShard(ctx, c.lease, ShardProgress{ShardID: c.shard, State: StateCompleted, Position: scan.ShardEnd()}, StateDraining); err != nil {
+		return false, err
+	}
+	c.s.l.log.Info("shard completed", "shard", c.shard, "by", "the Sink's checkpoint")
+	return true, nil
 }
 
 // deliver hands one page to the Sink with bounded retries and commits its
