@@ -48,6 +48,7 @@ func (c *consumer) run(gctx, hctx context.Context) (completed bool, err error) {
 		idleWait:     l.cfg.IdleWait,
 		tipPages:     !l.cfg.StopAt.IsZero(),
 		callTimeout:  l.cfg.CallTimeout,
+		confirm:      c.s.confirmIdentity,
 		maxAttempts:  l.cfg.KinesisMaxAttempts,
 		maxThrottles: l.cfg.KinesisMaxAttempts,
 		retry:        l.retryPolicy(),

@@ -268,6 +268,13 @@ func (r *fanoutReader) subscribe(ctx context.Context, st *fanoutState, from scan
 			return nil, err
 		}
 		st.lastOK = st.lastCall
+		if r.cfg.confirm != nil {
+			if err := r.cfg.confirm(ctx); err != nil {
+				es.Close()
+				cancelSub()
+				return nil, err
+			}
+		}
 		return subscription{es, cancelSub}, nil
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -388,6 +389,73 @@ func (s *session) checkIdentity(ctx context.Context) error {
 		return stopError(s.l.cfg.Stream, "", "DescribeStreamSummary", ErrStreamMismatch, &StreamMismatchError{Stream: s.l.cfg.Stream, Stored: s.identity, Current: cur})
 	}
 	return nil
+}
+
+// identityGate coalesces the identity checks that readers ask for after
+// they get a fresh iterator or subscription: one DescribeStreamSummary
+// answers every reader that asked before it began.
+type identityGate struct {
+	mu       sync.Mutex
+	started  uint64        // checks begun
+	ok       uint64        // the latest check begun that found the stream the session's
+	inflight chan struct{} // closed when the check in flight ends (nil: none)
+	mismatch error         // once a check found another stream
+}
+
+// confirmIdentity returns once a check of the stream's identity that began
+// after the call found the stream the session's; a [*StreamMismatchError]
+// (through a RunError) when it found another. A reader calls it after it
+// gets an iterator (or a subscription), before it reads with it: an
+// iterator got while the stream was deleted and created again under its
+// name reads the new stream, whose records must not be delivered, nor
+// their positions committed, as the old stream's (its shards have the same
+// IDs). The checks after ListShards alone come too late for that.
+// Iterators are got when a shard starts and when one expires (after five
+// minutes without a read) or fails: the readers of a start-up share a few
+// checks, and a Run that reads on makes none.
+func (s *session) confirmIdentity(ctx context.Context) error {
+	g := &s.gate
+	g.mu.Lock()
+	want := g.started + 1 // a check that begins from now on
+	for {
+		switch {
+		case g.mismatch != nil:
+			err := g.mismatch
+			g.mu.Unlock()
+			return err
+		case g.ok >= want:
+			g.mu.Unlock()
+			return nil
+		case g.inflight != nil:
+			ch := g.inflight
+			g.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			g.mu.Lock()
+			continue
+		}
+		ch := make(chan struct{})
+		g.inflight = ch
+		g.started++
+		n := g.started
+		g.mu.Unlock()
+		err := s.checkIdentity(ctx)
+		g.mu.Lock()
+		g.inflight = nil
+		close(ch)
+		switch {
+		case err == nil:
+			g.ok = max(g.ok, n)
+		case errors.Is(err, ErrStreamMismatch):
+			g.mismatch = err
+		default:
+			g.mu.Unlock()
+			return err
+		}
+	}
 }
 
 // explain returns a [*StreamMismatchError] instead of err, a consume loop's

@@ -73,6 +73,10 @@ type readerConfig struct {
 	idleWait time.Duration
 	// callTimeout bounds every Kinesis call. Default 30 s.
 	callTimeout time.Duration
+	// confirm, when set, is called after every iterator (or subscription)
+	// is got, before it is read: it returns an error when the stream is no
+	// longer the one the progress is of (see session.confirmIdentity).
+	confirm func(context.Context) error
 	// maxAttempts bounds the tries of one call that keeps failing with a
 	// retryable error other than throttling (a 5xx, a timeout, a reset
 	// connection), and the iterator renewals in a row that are followed by
@@ -433,6 +437,11 @@ func (r *reader) iterator(ctx context.Context, from scan.Position) (string, erro
 		return "", r.errorf("GetShardIterator", "Kinesis refuses to resume at %s, the stored position: the sequence number is not one of this shard's. "+
 			"The progress belongs to another stream: was the stream deleted and created again under the same name "+
 			"(see Config.OnStreamRecreated), or the journal or the sink's checkpoints copied from another stream? (%w)", from, ia)
+	}
+	if err == nil && it != "" && r.cfg.confirm != nil {
+		if err := r.cfg.confirm(ctx); err != nil {
+			return "", err
+		}
 	}
 	return it, err
 }

@@ -45,6 +45,9 @@ type session struct {
 	store PositionStore
 	// initialising is true while the initialisation runs (see sync).
 	initialising bool
+	// gate confirms the stream's identity after a reader gets a fresh
+	// iterator (see confirmIdentity).
+	gate identityGate
 	// identity is the stream's identity, checked at the start of every
 	// initialisation and after every ListShards.
 	identity StreamIdentity

@@ -3,14 +3,17 @@ package kinesisload
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/tidemark/tidemark/journal"
+	"github.com/tidemark/tidemark/kinesisload/kinesistest"
 	"github.com/tidemark/tidemark/scan"
 )
 
@@ -94,5 +97,47 @@ func TestDeletedStreamStopsRunWithoutStartOver(t *testing.T) {
 	}
 	if st := r.l.Stats(); !st.WaitingForStream.IsZero() {
 		t.Errorf("Stats say Run waited for the stream without start-over")
+	}
+}
+
+// A stream deleted and created again under its name while a reader renews
+// its iterator: the iterator got on the new stream (its shards have the
+// same IDs) is not read as the old stream's. Run stops naming the
+// re-creation, and no record of the new stream is delivered, nor its
+// position committed, as the old stream's. (Found by the simulation, seed
+// 4079250 and four more: with a TransactionalSink, records of the new
+// stream were stored under the old stream's checkpoints, then again after
+// the start-over; the check after each ListShards came too late.)
+func TestAnIteratorGotOnARecreatedStreamIsNotReadAsTheOldStreams(t *testing.T) {
+	s := newFakeStream(t, 1)
+	rec, ih := newRecorder(), newInitHook()
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon(),
+		ListShardsInterval: time.Hour, KinesisBackoff: 10 * time.Millisecond},
+		WithClient(s.f), WithStore(memStore(t, journal.NewMemory())), WithHooks(ih))
+	ih.wait(t)
+	// The next GetRecords finds its iterator expired (nothing read yet:
+	// it is renewed at TRIM_HORIZON); the renewal is held while the
+	// stream is deleted and created again.
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	s.f.Inject(kinesistest.Fault{Op: kinesistest.OpGetShardIterator, Nth: 1, Entered: entered, Block: release})
+	s.f.Inject(kinesistest.Fault{Op: kinesistest.OpGetRecords, Nth: 1, Err: &types.ExpiredIteratorException{Message: aws.String("expired")}})
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the reader never renewed its iterator")
+	}
+	if _, err := s.f.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(s.name)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.f.CreateStream(context.Background(), &kinesis.CreateStreamInput{StreamName: aws.String(s.name), ShardCount: aws.Int32(1)}); err != nil {
+		t.Fatal(err)
+	}
+	s.put(shard0, "b")
+	close(release)
+	if err := r.wait(t); !errors.Is(err, ErrStreamMismatch) {
+		t.Fatalf("Run = %v, want a StreamMismatchError", err)
+	}
+	if got := rec.delivered(); slices.Contains(got, "b") {
+		t.Fatalf("delivered %v: the new stream's record b was delivered as the old stream's", got)
 	}
 }
