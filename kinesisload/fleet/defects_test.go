@@ -145,12 +145,12 @@ func (w *world) seed(h *host, n int) []string {
 	return ids
 }
 
-// The identity item deleted by hand while generation 1 is in force: a
-// host joining does not take its absence for generation 0 (it would read
-// the archive of a stream gone, beside hosts of generation 1). Join fails
-// with ErrIdentityMissing, saying what to restore.
-func TestJoinRefusesAMissingIdentityWhenALaterGenerationExists(t *testing.T) {
-	w := newWorld(t, fleet.Config{})
+// startedOver makes a fleet whose host a initialised generation 0 with an
+// identity (then each of before runs), started over to a re-created stream
+// (renewed), and whose host b joined generation 1.
+func startedOver(t *testing.T, before ...func(*world)) (w *world, b *host, renewed kinesisload.StreamIdentity) {
+	t.Helper()
+	w = newWorld(t, fleet.Config{})
 	ctx := context.Background()
 	a := w.host("a")
 	old := kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start}
@@ -159,14 +159,27 @@ func TestJoinRefusesAMissingIdentityWhenALaterGenerationExists(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	renewed := kinesisload.StreamIdentity{ARN: old.ARN, Created: start.Add(time.Hour)}
+	for _, f := range before {
+		f(w)
+	}
+	renewed = kinesisload.StreamIdentity{ARN: old.ARN, Created: start.Add(time.Hour)}
 	if err := a.m.Store().StartOver(ctx, "s", renewed); !errors.Is(err, kinesisload.ErrStreamMismatch) {
 		t.Fatalf("StartOver = %v, want the mismatch that ends the session", err)
 	}
-	b := w.host("b") // joins generation 1
-	if err := b.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error { return nil }); err != nil {
+	b = w.host("b") // joins generation 1
+	if err := b.m.Initialise(ctx, func(context.Context, kinesisload.PositionStore) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
+	return w, b, renewed
+}
+
+// The identity item deleted by hand while generation 1 is in force: a
+// host joining does not take its absence for generation 0 (it would read
+// the archive of a stream gone, beside hosts of generation 1). Join fails
+// with ErrIdentityMissing, saying what to restore.
+func TestJoinRefusesAMissingIdentityWhenALaterGenerationExists(t *testing.T) {
+	w, _, _ := startedOver(t)
+	ctx := context.Background()
 	// The identity item is deleted by hand.
 	deleteIdentityByHand(t, w)
 	c, err := fleet.New(fleet.NewFaultyTable(w.table), fleet.Config{HostID: "c", ManualRounds: true, Clock: w.clock})
@@ -189,23 +202,8 @@ func TestJoinRefusesAMissingIdentityWhenALaterGenerationExists(t *testing.T) {
 // 3002140: Run stopped with "the identity item names generation 0, the
 // session is of 1".)
 func TestMissingIdentityOfALaterGenerationIsReportedMissing(t *testing.T) {
-	w := newWorld(t, fleet.Config{})
+	w, b, renewed := startedOver(t)
 	ctx := context.Background()
-	a := w.host("a")
-	old := kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start}
-	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
-		return st.SetIdentity(ctx, "s", old)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	renewed := kinesisload.StreamIdentity{ARN: old.ARN, Created: start.Add(time.Hour)}
-	if err := a.m.Store().StartOver(ctx, "s", renewed); !errors.Is(err, kinesisload.ErrStreamMismatch) {
-		t.Fatalf("StartOver = %v, want the mismatch that ends the session", err)
-	}
-	b := w.host("b") // joins generation 1
-	if err := b.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
 	deleteIdentityByHand(t, w)
 	_, err := b.m.Store().Identity(ctx, "s")
 	if !errors.Is(err, fleet.ErrIdentityMissing) || !strings.Contains(err.Error(), "generation 1") {
@@ -779,27 +777,14 @@ func TestAShardItemSavedAgainAfterADeletionHasEpochsAboveTheOldOwners(t *testing
 // simulation, seed 4021197: the hosts of generation 1 read nothing after
 // the stream was re-created again, in silence.)
 func TestAnIdentityRestoredFromBeforeAStartOverStopsTheHostsOfTheLaterGeneration(t *testing.T) {
-	w := newWorld(t, fleet.Config{})
+	var backup fleet.Item
+	w, b, _ := startedOver(t, func(w *world) {
+		var err error
+		if backup, err = w.table.Get(context.Background(), "s", "identity"); err != nil {
+			t.Fatal(err)
+		}
+	})
 	ctx := context.Background()
-	a := w.host("a")
-	old := kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start}
-	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
-		return st.SetIdentity(ctx, "s", old)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	backup, err := w.table.Get(ctx, "s", "identity")
-	if err != nil {
-		t.Fatal(err)
-	}
-	renewed := kinesisload.StreamIdentity{ARN: old.ARN, Created: start.Add(time.Hour)}
-	if err := a.m.Store().StartOver(ctx, "s", renewed); !errors.Is(err, kinesisload.ErrStreamMismatch) {
-		t.Fatalf("StartOver = %v, want the mismatch that ends the session", err)
-	}
-	b := w.host("b") // joins generation 1
-	if err := b.m.Initialise(ctx, func(context.Context, kinesisload.PositionStore) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
 	cur, err := w.table.Get(ctx, "s", "identity")
 	if err != nil {
 		t.Fatal(err)
