@@ -43,3 +43,13 @@ func replaySeed(t *testing.T, seed int64, runs int) {
 func TestAShardWhoseEndTheSinkHoldsIsCompletedNotRead(t *testing.T) {
 	replaySeed(t, 4050582, 10)
 }
+
+// Seed 473: a fleet whose stream is re-created (start-over) while
+// DescribeStreamSummary is throttled: a host whose stored position the new
+// stream refused stopped naming the position, because the one call that
+// would name the re-creation was throttled (25 runs in 60 before the fix;
+// explain now tries a few times). TestARefusedPositionIsExplainedAsARecreationThroughAThrottle
+// in kinesisload is the unit form.
+func TestARefusedPositionOfARecreatedStreamStartsOver(t *testing.T) {
+	replaySeed(t, 473, 20)
+}
