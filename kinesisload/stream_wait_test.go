@@ -109,34 +109,9 @@ func TestDeletedStreamStopsRunWithoutStartOver(t *testing.T) {
 // stream were stored under the old stream's checkpoints, then again after
 // the start-over; the check after each ListShards came too late.)
 func TestAnIteratorGotOnARecreatedStreamIsNotReadAsTheOldStreams(t *testing.T) {
-	s := newFakeStream(t, 1)
-	rec, ih := newRecorder(), newInitHook()
-	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon(),
-		ListShardsInterval: time.Hour, KinesisBackoff: 10 * time.Millisecond},
-		WithClient(s.f), WithStore(memStore(t, journal.NewMemory())), WithHooks(ih))
-	ih.wait(t)
-	// The next GetRecords finds its iterator expired (nothing read yet:
-	// it is renewed at TRIM_HORIZON); the renewal is held while the
-	// stream is deleted and created again.
-	entered, release := make(chan struct{}, 1), make(chan struct{})
-	s.f.Inject(kinesistest.Fault{Op: kinesistest.OpGetShardIterator, Nth: 1, Entered: entered, Block: release})
-	s.f.Inject(kinesistest.Fault{Op: kinesistest.OpGetRecords, Nth: 1, Err: &types.ExpiredIteratorException{Message: aws.String("expired")}})
-	select {
-	case <-entered:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the reader never renewed its iterator")
-	}
-	if _, err := s.f.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(s.name)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.f.CreateStream(context.Background(), &kinesis.CreateStreamInput{StreamName: aws.String(s.name), ShardCount: aws.Int32(1)}); err != nil {
-		t.Fatal(err)
-	}
-	s.put(shard0, "b")
-	close(release)
-	if err := r.wait(t); !errors.Is(err, ErrStreamMismatch) {
-		t.Fatalf("Run = %v, want a StreamMismatchError", err)
-	}
+	// Nothing read yet: the iterator is renewed at TRIM_HORIZON, which the
+	// new stream has too.
+	rec := recreateDuringRenewal(t, nil, func(s *stream) { s.put(shard0, "b") })
 	if got := rec.delivered(); slices.Contains(got, "b") {
 		t.Fatalf("delivered %v: the new stream's record b was delivered as the old stream's", got)
 	}
@@ -148,16 +123,30 @@ func TestAnIteratorGotOnARecreatedStreamIsNotReadAsTheOldStreams(t *testing.T) {
 // refused position. (Found by the simulation, seed 4068644: the one call
 // that explains the stop was throttled.)
 func TestARefusedPositionIsExplainedAsARecreationThroughAThrottle(t *testing.T) {
+	recreateDuringRenewal(t, func(s *stream, rec *recorder) {
+		s.put(shard0, "a") // the iterator is renewed after a
+		rec.waitFor(t, "a")
+	}, func(s *stream) {
+		s.f.Inject(kinesistest.Fault{Op: kinesistest.OpDescribeStreamSummary, Nth: 1, Err: &types.LimitExceededException{Message: aws.String("throttled")}})
+	})
+}
+
+// recreateDuringRenewal runs a Loader on a one-shard stream (then before,
+// if set), makes its next GetRecords find the iterator expired, holds the
+// renewal while the stream is deleted and created again (then during
+// runs), and checks that Run stops with a StreamMismatchError. It returns
+// the Loader's Sink.
+func recreateDuringRenewal(t *testing.T, before func(*stream, *recorder), during func(*stream)) *recorder {
+	t.Helper()
 	s := newFakeStream(t, 1)
 	rec, ih := newRecorder(), newInitHook()
 	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon(),
 		ListShardsInterval: time.Hour, KinesisBackoff: 10 * time.Millisecond},
 		WithClient(s.f), WithStore(memStore(t, journal.NewMemory())), WithHooks(ih))
 	ih.wait(t)
-	s.put(shard0, "a")
-	rec.waitFor(t, "a")
-	// The iterator expires; its renewal (after a, at a's sequence
-	// number) is held while the stream is created again.
+	if before != nil {
+		before(s, rec)
+	}
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	s.f.Inject(kinesistest.Fault{Op: kinesistest.OpGetShardIterator, Nth: 1, Entered: entered, Block: release})
 	s.f.Inject(kinesistest.Fault{Op: kinesistest.OpGetRecords, Nth: 1, Err: &types.ExpiredIteratorException{Message: aws.String("expired")}})
@@ -172,9 +161,12 @@ func TestARefusedPositionIsExplainedAsARecreationThroughAThrottle(t *testing.T) 
 	if _, err := s.f.CreateStream(context.Background(), &kinesis.CreateStreamInput{StreamName: aws.String(s.name), ShardCount: aws.Int32(1)}); err != nil {
 		t.Fatal(err)
 	}
-	s.f.Inject(kinesistest.Fault{Op: kinesistest.OpDescribeStreamSummary, Nth: 1, Err: &types.LimitExceededException{Message: aws.String("throttled")}})
+	if during != nil {
+		during(s)
+	}
 	close(release)
 	if err := r.wait(t); !errors.Is(err, ErrStreamMismatch) {
 		t.Fatalf("Run = %v, want a StreamMismatchError", err)
 	}
+	return rec
 }
