@@ -103,6 +103,9 @@ type shardDone struct {
 func (s *session) run(gctx, hctx context.Context, stop context.CancelFunc) error {
 	l := s.l
 	stream := l.cfg.Stream
+	// Each session checks the identity it establishes: the previous
+	// session's checks (a mismatch it stopped for) are not this one's.
+	s.gate = identityGate{}
 	m, err := s.coord.Join(gctx, stream)
 	if err != nil {
 		if gctx.Err() != nil && errors.Is(err, gctx.Err()) {

@@ -53,3 +53,13 @@ func TestAShardWhoseEndTheSinkHoldsIsCompletedNotRead(t *testing.T) {
 func TestARefusedPositionOfARecreatedStreamStartsOver(t *testing.T) {
 	replaySeed(t, 473, 20)
 }
+
+// Seed 6006417: a single host with StreamRecreatedStartOver whose readers
+// found the stream re-created (the identity check after an iterator) kept
+// that finding in every later session: each stopped for it at once and
+// started over again, for ever, with the virtual clock standing still
+// (reported stuck). TestARecreationFoundByAReaderIsStartedOverOnce in
+// kinesisload is the unit form.
+func TestARecreationFoundByAReaderDoesNotStopEveryLaterSession(t *testing.T) {
+	replaySeed(t, 6006417, 3)
+}
