@@ -8,6 +8,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/scan"
 )
@@ -118,5 +121,48 @@ func TestFleetWithEveryShardItemDeletedIsNotAFirstRun(t *testing.T) {
 		time.Sleep(1500 * time.Millisecond)
 		r.start("b")
 		r.waitAll(during)
+	})
+}
+
+// setShardProgress writes shard's progress into its item by hand, as the
+// item's JSON encodes it (prog), keeping owner and epoch.
+func (r *fleetRig) setShardProgress(shard, prog string) {
+	r.t.Helper()
+	ctx := context.Background()
+	it, err := r.fleet.Table().Get(ctx, "orders", "shard#"+shard)
+	if err != nil || !it.Exists() {
+		r.t.Fatalf("no item for %s: %v", shard, err)
+	}
+	it.Fields["prog"] = prog
+	if _, err := r.fleet.Table().Put(ctx, it); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// A closed shard whose item holds its end as a position (SHARD_END) but is
+// not COMPLETED: a host's group-committed positions can carry the end of a
+// shard whose COMPLETED commit did not land before the host fenced
+// itself, and a later owner's take stores it so. Such a shard is taken and
+// completed without a read, and its children are read. (Before the fix it
+// was never leasable again and its children never read, in silence; found
+// by the simulation, seed 8014111.)
+func TestAShardItemAtItsEndButNotCompletedIsCompletedAndItsChildrenRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 1)
+		before := r.put(10)
+		r.start("a")
+		r.waitAll(before)
+		r.close("a")
+		if _, err := r.fake.SplitShard(context.Background(), &kinesis.SplitShardInput{StreamName: aws.String("orders"),
+			ShardToSplit: aws.String("shardId-000000000000"), NewStartingHashKey: aws.String("170141183460469231731687303715884105728")}); err != nil {
+			t.Fatal(err)
+		}
+		r.setShardProgress("shardId-000000000000", `{"id":"shardId-000000000000","state":"DRAINING","pos":"SHARD_END"}`)
+		after := r.put(10)
+		r.start("b")
+		r.waitAll(after)
+		if got := r.fleet.Shards("orders")["shardId-000000000000"].Progress.State; got != kinesisload.StateCompleted {
+			t.Errorf("the parent is %v, want COMPLETED", got)
+		}
 	})
 }

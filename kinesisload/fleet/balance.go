@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/kinesisload"
-	"github.com/tidemark/tidemark/scan"
 )
 
 // This file is a host's balance round: read the shard items when a host
@@ -321,11 +320,15 @@ func digest(shards map[string]*shardItem, committed string) uint64 {
 }
 
 // leasable reports whether a shard may be read: not COMPLETED, every
-// parent in the table COMPLETED.
+// parent in the table COMPLETED. A shard at SHARD_END that is not
+// COMPLETED is leasable: its owner commits COMPLETED without a read, and
+// its children wait for that commit (a host's positions carry the end of
+// a shard whose COMPLETED commit did not land before the host fenced
+// itself, and the next owner's take stores it).
 func leasable(shards map[string]*shardItem, committed string, id string) bool {
 	s := shards[id]
 	p := s.visible(committed)
-	if p.State == kinesisload.StateCompleted || p.Position.Kind == scan.KindShardEnd {
+	if p.State == kinesisload.StateCompleted {
 		return false
 	}
 	for _, par := range p.Parents {
