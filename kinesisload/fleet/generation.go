@@ -38,13 +38,23 @@ func (m *member) readIdentity(ctx context.Context) (identityItem, error) {
 // while a later generation than the first has items: the identity item
 // was deleted by hand (see [ErrIdentityMissing]).
 func (m *member) checkNoLaterGeneration(ctx context.Context) error {
+	return checkNoLaterGeneration(ctx, m.c.table, m.stream)
+}
+
+// checkNoLaterGeneration refuses stream, whose identity item was read
+// absent, when a generation later than the first has items, or the
+// first's initialisation was committed with an identity: the identity
+// item was deleted by hand, and generation 0 is not the fleet's
+// ([ErrIdentityMissing]). It returns errIdentityAppeared when the item is
+// there when read again.
+func checkNoLaterGeneration(ctx context.Context, table Table, stream string) error {
 	last := uint64(0)
 	for gen := uint64(1); ; gen++ {
 		found := false
 		for _, key := range []string{keyInit, keyRoster} {
-			it, err := m.c.table.Get(ctx, partition(m.stream, gen), key)
+			it, err := table.Get(ctx, partition(stream, gen), key)
 			if err != nil {
-				return fmt.Errorf("fleet: stream %s: looking for generation %d: %w", m.stream, gen, err)
+				return fmt.Errorf("fleet: stream %s: looking for generation %d: %w", stream, gen, err)
 			}
 			found = found || it.Exists()
 		}
@@ -58,9 +68,9 @@ func (m *member) checkNoLaterGeneration(ctx context.Context) error {
 		// the identity written first. Taking the stream seen now for
 		// it would read a stream re-created meanwhile from the old
 		// stream's positions.
-		it, err := m.c.table.Get(ctx, partition(m.stream, 0), keyInit)
+		it, err := table.Get(ctx, partition(stream, 0), keyInit)
 		if err != nil {
-			return fmt.Errorf("fleet: stream %s: reading the init item: %w", m.stream, err)
+			return fmt.Errorf("fleet: stream %s: reading the init item: %w", stream, err)
 		}
 		ii, err := decodeInit(it)
 		if err != nil {
@@ -72,18 +82,18 @@ func (m *member) checkNoLaterGeneration(ctx context.Context) error {
 		// The identity item is written before the initialisation
 		// commits: read after the init item, it may be there now (it
 		// was not yet when this Join read it first).
-		if it, err := m.c.table.Get(ctx, m.stream, keyIdentity); err == nil && it.Exists() {
+		if it, err := table.Get(ctx, stream, keyIdentity); err == nil && it.Exists() {
 			return errIdentityAppeared
 		}
 		return fmt.Errorf("%w: stream %s was initialised with an identity (its init item in partition %s says so) but has no identity item: "+
 			"restore the identity item (key %q) naming the stream the fleet reads, for example from an export made before, "+
 			"or from Coordinator.Inspect of a host still running; nothing was read or written",
-			ErrIdentityMissing, m.stream, m.stream, keyIdentity)
+			ErrIdentityMissing, stream, stream, keyIdentity)
 	}
 	return fmt.Errorf("%w: stream %s has items of generation %d (partition %s) but no identity item in partition %s: "+
 		"restore the identity item (key %q) naming the stream the fleet reads and \"gen\" = %d (the archived generations, if known, in \"archived\"), "+
 		"for example from an export made before, or from Coordinator.Inspect of a host still running; nothing was read or written",
-		ErrIdentityMissing, m.stream, last, partition(m.stream, last), m.stream, keyIdentity, last)
+		ErrIdentityMissing, stream, last, partition(stream, last), stream, keyIdentity, last)
 }
 
 // readGen checks the generation in force after a round's read (the

@@ -44,7 +44,9 @@ const rewindEntryPrefix = "tidemark-rewind-"
 // less FenceMargin, as always; until then it may still deliver records of
 // the old position, which nothing commits.
 //
-// The stream must be initialised (its initialisation committed), every
+// The stream's identity item must name the generation in force (one
+// deleted by hand is restored first: [ErrIdentityMissing]), the stream
+// must be initialised (its initialisation committed), every
 // shard of to must have an item and not be COMPLETED, and every position
 // must be concrete ([kinesisload.CheckRewindPosition]): otherwise nothing
 // is written and the error wraps [kinesisload.ErrRewindRefused]. From is
@@ -58,11 +60,7 @@ const rewindEntryPrefix = "tidemark-rewind-"
 // failed, it returns every rewind with an error wrapping
 // [ErrNotAnnounced].
 func Rewind(ctx context.Context, table Table, stream string, r kinesisload.Rewind, to map[string]scan.Position) ([]kinesisload.Rewind, error) {
-	it, err := table.Get(ctx, stream, keyIdentity)
-	if err != nil {
-		return nil, fmt.Errorf("fleet: stream %s: reading the identity item: %w", stream, err)
-	}
-	ident, err := decodeIdentity(it)
+	ident, err := generationInForce(ctx, table, stream)
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +94,34 @@ func Rewind(ctx context.Context, table Table, stream string, r kinesisload.Rewin
 		return done, fmt.Errorf("%w (stream %s; hosts read it within their ResyncInterval): %w", ErrNotAnnounced, stream, err)
 	}
 	return done, nil
+}
+
+// generationInForce reads stream's identity item, which names the
+// generation the hosts read. An absent item is generation 0 only when no
+// later generation has items and generation 0 was not initialised with an
+// identity: otherwise the item was deleted by hand, and a rewind written
+// to generation 0 would reach no host (the error wraps
+// [ErrIdentityMissing] and [kinesisload.ErrRewindRefused]).
+func generationInForce(ctx context.Context, table Table, stream string) (identityItem, error) {
+	for attempt := 0; ; attempt++ {
+		it, err := table.Get(ctx, stream, keyIdentity)
+		if err != nil {
+			return identityItem{}, fmt.Errorf("fleet: stream %s: reading the identity item: %w", stream, err)
+		}
+		if it.Exists() {
+			return decodeIdentity(it)
+		}
+		err = checkNoLaterGeneration(ctx, table, stream)
+		switch {
+		case err == nil:
+			return decodeIdentity(it)
+		case errors.Is(err, errIdentityAppeared) && attempt < 3:
+			continue
+		case errors.Is(err, ErrIdentityMissing):
+			return identityItem{}, fmt.Errorf("%w: %w", kinesisload.ErrRewindRefused, err)
+		}
+		return identityItem{}, err
+	}
 }
 
 // rewindShard writes one shard's rewind (see Rewind).

@@ -248,3 +248,53 @@ func TestAckRewindIsFencedByTheLease(t *testing.T) {
 		t.Errorf("rw2 was acknowledged under a lost lease: %+v", rws[ids[0]])
 	}
 }
+
+// A rewind while the identity item is deleted by hand, in a fleet started
+// over to generation 1: Rewind does not take the item's absence for
+// generation 0, where no host reads (it wrote the rewind there and said
+// it was done; found by the simulation, seed 8036657). It refuses, naming
+// the item to restore, and writes nothing.
+func TestRewindRefusesWhileTheIdentityItemIsMissing(t *testing.T) {
+	const shard = "shardId-000000000000"
+	saveShard := func(ctx context.Context, st kinesisload.PositionStore) error {
+		return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: shard, State: kinesisload.StateActive, Position: scan.TrimHorizon()}})
+	}
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	a := w.host("a")
+	old := kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start}
+	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		if err := st.SetIdentity(ctx, "s", old); err != nil {
+			return err
+		}
+		return saveShard(ctx, st)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.m.Store().StartOver(ctx, "s", kinesisload.StreamIdentity{ARN: old.ARN, Created: start.Add(time.Hour)}); !errors.Is(err, kinesisload.ErrStreamMismatch) {
+		t.Fatalf("StartOver = %v, want the mismatch that ends the session", err)
+	}
+	b := w.host("b") // joins generation 1
+	if err := b.m.Initialise(ctx, saveShard); err != nil {
+		t.Fatal(err)
+	}
+	deleteIdentityByHand(t, w)
+	before, err := w.table.Query(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = fleet.Rewind(ctx, w.table, "s", opsRewind("rw1"), map[string]scan.Position{shard: scan.AtTimestamp(start)})
+	if !errors.Is(err, kinesisload.ErrRewindRefused) || !errors.Is(err, fleet.ErrIdentityMissing) || !strings.Contains(err.Error(), "generation 1") {
+		t.Fatalf("Rewind without the identity item = %v, want ErrRewindRefused and ErrIdentityMissing naming generation 1", err)
+	}
+	after, err := w.table.Query(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range before {
+		if after[i].Key != before[i].Key || after[i].Version != before[i].Version {
+			t.Errorf("the refused rewind wrote generation 0's %s", before[i].Key)
+		}
+	}
+}
