@@ -11,7 +11,6 @@ import (
 	"net"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -1269,17 +1268,17 @@ func (w *world) restore(e *edit) {
 	it := e.item.Clone()
 	it.Version = 0
 	if e.op == "delete-identity" {
-		// Restored over whatever a host wrote since: a host that found
-		// no identity took the stream it saw for generation 0's. But
-		// not over a later generation's (a start-over since): the
-		// backup is older than that, and an operator restores the
-		// fleet's latest identity, as Inspect shows it.
-		if cur, err := w.table.Get(context.Background(), it.Partition, it.Key); err == nil {
-			if curGen, bakGen := genOf(cur), genOf(it); cur.Exists() && curGen > bakGen {
-				w.logf("restore %s/%s: not restored, the item names a later generation (%s) than the backup (%s)", it.Partition, it.Key, cur.Field("gen"), it.Field("gen"))
-				return
-			}
-			it.Version = cur.Version
+		// Restored only while it is missing. A host writes it again
+		// only where that is right: a first run of a fleet that never
+		// committed its initialisation (it takes the stream it sees),
+		// or a start-over (a later generation). A fleet initialised
+		// with an identity refuses to go on without it
+		// (fleet.ErrIdentityMissing), and the operator restores it
+		// then; restoring an older backup over a host's write would
+		// be the operator's error, not the Loader's.
+		if cur, err := w.table.Get(context.Background(), it.Partition, it.Key); err == nil && cur.Exists() {
+			w.logf("restore %s/%s: not restored, a host wrote it since (generation %s)", it.Partition, it.Key, cur.Field("gen"))
+			return
 		}
 	}
 	if _, err := w.table.Put(context.Background(), it); err != nil {
@@ -1287,12 +1286,6 @@ func (w *world) restore(e *edit) {
 		return
 	}
 	w.logf("restored %s/%s from its backup", it.Partition, it.Key)
-}
-
-// genOf is the generation an identity item names (0 when it names none).
-func genOf(it fleet.Item) uint64 {
-	n, _ := strconv.ParseUint(it.Field("gen"), 10, 64)
-	return n
 }
 
 // latestPartition is the partition of the fleet's latest generation.

@@ -215,6 +215,31 @@ func TestMissingIdentityOfALaterGenerationIsReportedMissing(t *testing.T) {
 	}
 }
 
+// The identity item deleted by hand while a host of generation 0 runs, in
+// a fleet initialised with it: the host's next session does not take the
+// absence for a stream not identified yet, which would write the stream
+// seen now (re-created meanwhile, perhaps) as the fleet's and read it from
+// the old stream's positions. Identity and SetIdentity say the item is
+// missing, and nothing is written. (Found by the simulation, seeds 8033261
+// and 4076942, with the simulated operator's restore of an older backup.)
+func TestMissingIdentityOfAnInitialisedFirstGenerationIsReportedMissing(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	a := w.host("a")
+	initialiseIdentified(t, a)
+	deleteIdentityByHand(t, w)
+	if _, err := a.m.Store().Identity(ctx, "s"); !errors.Is(err, fleet.ErrIdentityMissing) {
+		t.Errorf("Identity = %v, want ErrIdentityMissing", err)
+	}
+	other := kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start.Add(time.Hour)}
+	if err := a.m.Store().SetIdentity(ctx, "s", other); !errors.Is(err, fleet.ErrIdentityMissing) {
+		t.Errorf("SetIdentity = %v, want ErrIdentityMissing", err)
+	}
+	if it, err := w.table.Get(ctx, "s", "identity"); err != nil || it.Exists() {
+		t.Errorf("the identity item after the refusals: %+v, %v; want it still absent", it, err)
+	}
+}
+
 // A holder of the initialisation lock stuck in its init (a call that never
 // returns), heartbeating all the while, loses the lock once its progress
 // stood still for InitStallTimeout: another host initialises, and the

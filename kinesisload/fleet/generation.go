@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,6 +28,34 @@ func (m *member) readIdentity(ctx context.Context) (identityItem, error) {
 		}
 		if fatal(err) {
 			return identityItem{}, fmt.Errorf("fleet: stream %s: reading the identity item: %w", m.stream, err)
+		}
+		if err := sleep(ctx, backoff(attempt)); err != nil {
+			return identityItem{}, err
+		}
+	}
+}
+
+// readIdentityInForce reads the identity item as readIdentity does, and
+// refuses an absent one that a fleet of generation 0 cannot take for "not
+// identified yet": a later generation has items, or generation 0's
+// initialisation was committed with an identity ([ErrIdentityMissing]).
+// A session that took it so would write the stream it sees now as the
+// fleet's, and read a stream re-created meanwhile from the old one's
+// positions.
+func (m *member) readIdentityInForce(ctx context.Context) (identityItem, error) {
+	for attempt := 0; ; attempt++ {
+		ii, err := m.readIdentity(ctx)
+		if err != nil || ii.item.Exists() || m.gen > 0 {
+			return ii, err
+		}
+		err = m.checkNoLaterGeneration(ctx)
+		switch {
+		case err == nil:
+			return ii, nil
+		case errors.Is(err, errIdentityAppeared):
+			continue
+		case errors.Is(err, ErrIdentityMissing) || fatal(err):
+			return identityItem{}, err
 		}
 		if err := sleep(ctx, backoff(attempt)); err != nil {
 			return identityItem{}, err

@@ -242,7 +242,7 @@ func (st sharedStore) Identity(ctx context.Context, stream string) (kinesisload.
 		return kinesisload.StreamIdentity{}, err
 	}
 	m := st.m
-	ii, err := m.readIdentity(ctx)
+	ii, err := m.readIdentityInForce(ctx)
 	if err != nil {
 		return kinesisload.StreamIdentity{}, err
 	}
@@ -279,7 +279,7 @@ func (st sharedStore) SetIdentity(ctx context.Context, stream string, id kinesis
 	}
 	m := st.m
 	for attempt := 0; ; attempt++ {
-		ii, err := m.readIdentity(ctx)
+		ii, err := m.readIdentityInForce(ctx)
 		if err != nil {
 			return err
 		}
