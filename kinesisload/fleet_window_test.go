@@ -135,7 +135,7 @@ func TestFleetMultiSinkFencedShardIsDroppedFromTheWindow(t *testing.T) {
 		r := newFleetRig(t, 2)
 		sink := newTxSink()
 		ctx := context.Background()
-		if _, err := sink.mem.Store(ctx, kinesisload.Batch{Stream: "orders", ShardID: txShard0, Checkpoint: scan.TrimHorizon(), Epoch: 1000}); err != nil {
+		if _, err := sink.mem.Store(ctx, kinesisload.Batch{Stream: "orders", ShardID: txShard0, Checkpoint: scan.TrimHorizon(), Epoch: 1 << 62}); err != nil {
 			t.Fatal(err)
 		}
 		// Both shards' records are on the stream before a reads: one window

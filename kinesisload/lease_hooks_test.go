@@ -146,9 +146,10 @@ func TestFleetLeaseHooksSayWhy(t *testing.T) {
 		acq, _, _ := logs["a"].since(mark{})
 		acquiredAs(t, "a", "alone", acq, all, kinesisload.AcquireInitial)
 		st := r.loads["a"].Stats()
+		items := r.fleet.Shards("orders")
 		for _, l := range st.Leases {
-			if l.Epoch != 1 || l.Reason != kinesisload.AcquireInitial || l.Since.IsZero() {
-				t.Errorf("Stats lease %+v, want epoch 1, initial, a start time", l)
+			if l.Epoch != items[l.ShardID].Epoch || l.Reason != kinesisload.AcquireInitial || l.Since.IsZero() {
+				t.Errorf("Stats lease %+v, want the epoch of its item (%d), initial, a start time", l, items[l.ShardID].Epoch)
 			}
 		}
 		if st.LeasesAcquired != 4 || st.LeasesLost != 0 || st.LeasesHandedOff != 0 {

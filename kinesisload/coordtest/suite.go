@@ -758,13 +758,24 @@ func testCommitDurableWithinARound(t *testing.T, h Harness) {
 
 func testLostAnswer(t *testing.T, h Harness) {
 	f := h.(Faults)
-	a := join(t, h, "a")
-	if err := initialise(t, h, a, seed(active(1, "100"), nil)); err != nil {
+	first := join(t, h, "first")
+	if err := initialise(t, h, first, seed(active(1, "100"), nil)); err != nil {
 		t.Fatal(err)
 	}
-	// The take's answer is lost: re-read, granted once, epoch moved once.
-	// Every write's answer is lost until the lease is granted, so the
-	// take's is (the heartbeats' before it too).
+	for i := 0; i < 10 && first.held["shard-00"] == nil; i++ {
+		run(h, 1, []*driver{first}, nil)
+	}
+	if first.held["shard-00"] == nil {
+		t.Fatalf("host first took no lease; held %v", first.shards())
+	}
+	before := first.held["shard-00"].Epoch()
+	if err := first.leave(); err != nil {
+		t.Fatal(err)
+	}
+	// The next take's answer is lost: re-read, granted once, epoch moved
+	// once. Every write's answer is lost until the lease is granted, so
+	// the take's is (the heartbeats' before it too).
+	a := join(t, h, "a")
 	f.LoseAnswers("a", 1<<30)
 	for i := 0; i < 10 && a.held["shard-00"] == nil; i++ {
 		run(h, 1, []*driver{a}, nil)
@@ -774,8 +785,8 @@ func testLostAnswer(t *testing.T, h Harness) {
 	if l == nil {
 		t.Fatalf("no lease after a lost answer; held %v", a.shards())
 	}
-	if l.Epoch() != 1 {
-		t.Errorf("epoch after one take whose answer was lost = %d, want 1", l.Epoch())
+	if l.Epoch() != before+1 {
+		t.Errorf("epoch after one take whose answer was lost = %d, want %d (one above the previous owner's)", l.Epoch(), before+1)
 	}
 	// The writes of the commits (and of the heartbeats) lose their
 	// answers, or are refused twice: read back, retried.

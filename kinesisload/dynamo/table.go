@@ -106,7 +106,7 @@ const (
 
 // numeric names the fields written as numbers (N): those the tables of
 // earlier versions had as numbers. Every other field is a string (S).
-var numeric = map[string]bool{"epoch": true, "gen": true, "rate": true, "progress": true, "counter": true}
+var numeric = map[string]bool{"epoch": true, "base": true, "gen": true, "rate": true, "progress": true, "counter": true}
 
 var fatalCodes = map[string]bool{
 	"AccessDeniedException":               true,

@@ -795,6 +795,63 @@ func TestAShardItemSavedAgainAfterADeletionHasEpochsAboveTheOldOwners(t *testing
 	}
 }
 
+// The init item and a shard item deleted by hand while the shard's owner
+// reads: the next host to join initialises the fleet again (a second
+// initialisation, which saves the shard as new), and the new item's leases
+// have epochs above the old owner's, as after a Save. (Found by the
+// simulation, seed 8047263: the second initialisation's items started
+// their epochs at 1 again, and the old owner took the new item at the
+// epoch it had held, delivering records again at that epoch.)
+func TestAShardItemSavedAgainByASecondInitialisationHasEpochsAboveTheOldOwners(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	saveX := func(ctx context.Context, st kinesisload.PositionStore) error {
+		return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: "x", State: kinesisload.StateActive, Position: scan.TrimHorizon()}})
+	}
+	a := w.host("a")
+	if err := a.m.Initialise(ctx, saveX); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.m.Acquire(ctx, []string{"x"}); err != nil {
+		t.Fatal(err)
+	}
+	w.advance(2 * time.Second)
+	old, err := a.m.Acquire(ctx, []string{"x"})
+	if err != nil || len(old) != 1 {
+		t.Fatalf("a was granted %d leases (%v), want x's", len(old), err)
+	}
+	for _, key := range []string{"shard#x", "init"} {
+		it, err := w.table.Get(ctx, "s", key)
+		if err != nil || !it.Exists() {
+			t.Fatalf("no item %s: %v", key, err)
+		}
+		if err := w.table.Delete(ctx, "s", it.Key, it.Version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := w.host("c")
+	if err := c.m.Initialise(ctx, saveX); err != nil {
+		t.Fatal(err)
+	}
+	var ls []kinesisload.Lease
+	for range 10 {
+		if ls, err = c.m.Acquire(ctx, []string{"x"}); err != nil {
+			t.Fatal(err)
+		}
+		if len(ls) == 1 {
+			break
+		}
+		w.now.Add(int64(time.Second))
+		c.c.Round()
+	}
+	if len(ls) != 1 {
+		t.Fatal("c was never granted x")
+	}
+	if ls[0].Epoch() <= old[0].Epoch() {
+		t.Errorf("the new lease of x has epoch %d, the old owner's %d: want above", ls[0].Epoch(), old[0].Epoch())
+	}
+}
+
 // The identity item restored from a backup taken before the fleet started
 // over: a host of the generation in force stops with ErrIdentityBehind,
 // naming the generation to restore, instead of reading on beside a fleet

@@ -70,8 +70,8 @@ func epochBase(gen uint64) uint64 { return gen << 32 }
 // epochClock is the origin of epochFloor's clock.
 var epochClock = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// epochFloor is the epoch a shard item created after the initialisation
-// starts from, in generation gen at now: above the generation's base by
+// epochFloor is the epoch a shard item created by a Save or an
+// initialisation starts from, in generation gen at now: above the generation's base by
 // the seconds since 2000 (until 2136). An item created then may be one
 // deleted by hand and saved again (the Loader cannot tell it from a shard
 // born since), whose earlier epochs are gone with it: a host that still
@@ -241,10 +241,15 @@ func (ii initItem) encode(part string) Item {
 // release or state change: the owner's latest position is in its
 // positions chunk), and the pending progress of initialisation batches.
 type shardItem struct {
-	id      string
-	item    Item
-	owner   string
-	epoch   uint64
+	id    string
+	item  Item
+	owner string
+	epoch uint64
+	// base is the epoch the item was created at, when that was its
+	// epochFloor (0: at its generation's base, or written by a version
+	// that did not keep it): its epoch is still base while it was never
+	// owned.
+	base    uint64
 	handoff string
 	prog    kinesisload.ShardProgress
 	// pend holds the positions saved by initialisations, by batch
@@ -294,6 +299,9 @@ func decodeShard(it Item) (*shardItem, error) {
 	if s.epoch, err = parseUint(it, "epoch"); err != nil {
 		return nil, err
 	}
+	if s.base, err = parseUint(it, "base"); err != nil {
+		return nil, err
+	}
 	if v := it.Field("rate"); v != "" {
 		if r, err := strconv.ParseFloat(v, 64); err == nil && r > 0 {
 			s.rate = r
@@ -322,6 +330,9 @@ func decodeShard(it Item) (*shardItem, error) {
 func (s *shardItem) encode(part string) Item {
 	it := Item{Partition: part, Key: prefixShard + s.id, Version: s.item.Version}
 	setField(&it, "epoch", strconv.FormatUint(s.epoch, 10))
+	if s.base > 0 {
+		setField(&it, "base", strconv.FormatUint(s.base, 10))
+	}
 	setField(&it, "owner", s.owner)
 	setField(&it, "handoff", s.handoff)
 	if s.rate > 0 {

@@ -141,6 +141,7 @@ func (st sharedStore) Save(ctx context.Context, stream string, updates []kinesis
 		next := s.with(nv, committed)
 		if !s.exists() {
 			next.epoch = epochFloor(st.m.gen, st.m.c.now())
+			next.base = next.epoch
 		}
 		return next
 	})
@@ -444,6 +445,13 @@ func (st stagingStore) Save(ctx context.Context, stream string, updates []kinesi
 			next.pend[k] = v
 		}
 		next.pend[st.batch] = np
+		if !s.exists() {
+			// An initialisation may be a second one (the init item
+			// deleted by hand), and this item one deleted with it,
+			// whose leases a host may still hold: see epochFloor.
+			next.epoch = epochFloor(st.m.gen, st.m.c.now())
+			next.base = next.epoch
+		}
 		return &next
 	})
 }
