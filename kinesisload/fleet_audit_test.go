@@ -166,3 +166,60 @@ func TestAShardItemAtItsEndButNotCompletedIsCompletedAndItsChildrenRead(t *testi
 		}
 	})
 }
+
+// A child's item deleted by hand while its parent is still read, with a
+// TransactionalSink that holds the child's start checkpoint: the child is
+// saved again from the Sink waiting for its parent (PENDING_PARENT), not
+// ACTIVE, so that the next start does not take it for a child read before
+// its parent. (Before the fix it was saved ACTIVE, and every later start
+// stopped with a ParentAfterChildError: the parent's remaining records
+// were never read; found by the simulation, seed 8014511.)
+func TestFleetChildItemDeletedByHandIsSavedAgainWaitingForItsParent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const parent, child = "shardId-000000000000", "shardId-000000000001"
+		r := newFleetRig(t, 1)
+		sink := newTxSink()
+		hold := make(chan struct{})
+		sink.before = func(ctx context.Context, _ string, b kinesisload.Batch) {
+			if b.ShardID == parent && len(b.Records) > 0 {
+				select {
+				case <-hold:
+				case <-ctx.Done():
+				}
+			}
+		}
+		r.hostConfig = func(host string, c *kinesisload.Config) { c.Sink = sink.forHost(host) }
+		before := r.put(10)
+		if _, err := r.fake.SplitShard(context.Background(), &kinesis.SplitShardInput{StreamName: aws.String("orders"),
+			ShardToSplit: aws.String(parent), NewStartingHashKey: aws.String("170141183460469231731687303715884105728")}); err != nil {
+			t.Fatal(err)
+		}
+		r.start("a")
+		for {
+			if _, ok := r.fleet.Shards("orders")[child]; ok {
+				if _, ok := sink.mem.Checkpoint("orders", child); ok {
+					break
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		r.deleteShardItem(child)
+		after := r.put(10)
+		time.Sleep(2 * time.Minute) // the hosts read the whole partition again, and the Loader audits it
+		if got := r.fleet.Shards("orders")[child].Progress.State; got != kinesisload.StatePendingParent {
+			t.Errorf("the child's item was saved again %v, want PENDING_PARENT", got)
+		}
+		r.kill("a") // while the parent's batch is still held
+		r.start("b")
+		time.Sleep(10 * time.Second)
+		select {
+		case err := <-r.done["b"]:
+			delete(r.runs, "b")
+			close(hold)
+			t.Fatalf("the next start stopped: %v", err)
+		default:
+		}
+		close(hold)
+		sink.waitStored(t, append(before, after...))
+	})
+}

@@ -887,9 +887,15 @@ func (s *session) audit(ctx context.Context, t *topology, stored map[string]Shar
 			lost = append(lost, id)
 			continue
 		}
+		// A child whose parents are not complete waits for them, as
+		// before its item was deleted: saved ACTIVE it would be read
+		// before them.
 		u := ShardProgress{ShardID: id, Parents: t.nodes[id].Parents, Position: pos, State: StateActive}
-		if pos.Kind == scan.KindShardEnd {
+		switch {
+		case pos.Kind == scan.KindShardEnd:
 			u.State = StateCompleted
+		case !t.ready(id):
+			u.State = StatePendingParent
 		}
 		recover = append(recover, u)
 	}
