@@ -852,6 +852,37 @@ func TestAShardItemSavedAgainByASecondInitialisationHasEpochsAboveTheOldOwners(t
 	}
 }
 
+// The identity item deleted by hand while a host of a generation started
+// over initialises it: the host's LoadStart says the item is missing
+// instead of "no T0 yet", which made the Loader resolve LATEST at a fresh
+// T0 and skip what the new stream received since it was created (found by
+// the simulation, seed 8014370: a LOSS of the records put between the
+// re-creation and the fresh T0).
+func TestStartOverT0WithTheIdentityItemMissingIsAnError(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	a := w.host("a")
+	initialiseIdentified(t, a)
+	renewed := kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start.Add(time.Hour)}
+	if err := a.m.Store().StartOver(ctx, "s", renewed); !errors.Is(err, kinesisload.ErrStreamMismatch) {
+		t.Fatalf("StartOver = %v, want the mismatch that ends the session", err)
+	}
+	b := w.host("b") // joins generation 1
+	deleteIdentityByHand(t, w)
+	var got error
+	var ok bool
+	err := b.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		_, ok, got = st.(kinesisload.StartStore).LoadStart(ctx, "s")
+		return got
+	})
+	if !errors.Is(got, fleet.ErrIdentityMissing) || ok {
+		t.Errorf("LoadStart of generation 1 without the identity item = %v, %v; want ErrIdentityMissing", ok, got)
+	}
+	if err == nil {
+		t.Error("the initialisation committed")
+	}
+}
+
 // The identity item restored from a backup taken before the fleet started
 // over: a host of the generation in force stops with ErrIdentityBehind,
 // naming the generation to restore, instead of reading on beside a fleet

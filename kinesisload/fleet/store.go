@@ -473,13 +473,16 @@ func (st stagingStore) LoadStart(ctx context.Context, stream string) (time.Time,
 				return time.Time{}, false, err
 			}
 			if ii.t0.IsZero() && m.gen > 0 {
-				ident, err := m.readIdentity(ctx)
+				// The start-over's T0 comes from the identity item:
+				// one missing (deleted by hand) or of a later
+				// generation is an error, never "no T0 yet", which
+				// would resolve LATEST at a fresh T0 and skip what
+				// the new stream received since it was created.
+				id, err := st.shared().Identity(ctx, stream)
 				if err != nil {
 					return time.Time{}, false, err
 				}
-				if ident.gen == m.gen {
-					return kinesisload.StartOverT0(ident.id), true, nil
-				}
+				return kinesisload.StartOverT0(id), true, nil
 			}
 			return ii.t0, !ii.t0.IsZero(), nil
 		}
