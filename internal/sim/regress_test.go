@@ -63,3 +63,67 @@ func TestARefusedPositionOfARecreatedStreamStartsOver(t *testing.T) {
 func TestARecreationFoundByAReaderDoesNotStopEveryLaterSession(t *testing.T) {
 	replaySeed(t, 6006417, 3)
 }
+
+// Seeds of the run of 98,118 schedules on ba937df (seeds 8,000,000 on),
+// each with a unit test of its own in kinesisload or kinesisload/fleet
+// that fails before its fix; replayed here as the simulation found them.
+
+// Seed 8014111 (LOSS): a host fenced itself after its group-committed
+// positions carried a closed shard's end, before its COMPLETED commit
+// landed; the next owner's take stored DRAINING at SHARD_END, which no
+// host took again, and the children were never read (every run before the
+// fix). TestAShardItemAtItsEndButNotCompletedIsCompletedAndItsChildrenRead.
+func TestAShardAtItsEndButNotCompletedIsTakenAndCompleted(t *testing.T) {
+	replaySeed(t, 8014111, 3)
+}
+
+// Seeds 8036657, 8000747, 8019740 and 8054378 (LOSS: a rewind not obeyed):
+// an operator's rewind while the identity item was deleted by hand was
+// written to generation 0, where no host of the started-over fleet reads,
+// and reported done (every run before the fix).
+// TestRewindRefusesWhileTheIdentityItemIsMissing.
+func TestARewindWhileTheIdentityItemIsMissingIsRefusedNotLost(t *testing.T) {
+	for _, seed := range []int64{8036657, 8000747, 8019740, 8054378} {
+		replaySeed(t, seed, 2)
+	}
+}
+
+// Seed 8033261 (exactly once) and 4076942: a first run's identity, written
+// over an item deleted by hand in a fleet never initialised, was
+// overwritten with an older backup; the fleet started over and stored
+// records again. The simulated operator now restores only a missing item,
+// and a fleet initialised with an identity refuses to go on without it.
+// TestMissingIdentityOfAnInitialisedFirstGenerationIsReportedMissing.
+func TestAFirstRunsIdentityIsNotReplacedByAnOlderBackup(t *testing.T) {
+	replaySeed(t, 8033261, 3)
+	replaySeed(t, 4076942, 3)
+}
+
+// Seed 8047263 (order): a second initialisation (the init item deleted by
+// hand) saved a deleted shard item again at epoch 0, and its old owner
+// took it back at the epoch it had held, delivering records again at that
+// epoch. TestAShardItemSavedAgainByASecondInitialisationHasEpochsAboveTheOldOwners.
+func TestASecondInitialisationDoesNotReuseEpochs(t *testing.T) {
+	replaySeed(t, 8047263, 3)
+}
+
+// Seed 8014511 (LOSS, 1 run in 2 before the fix): a child's item deleted
+// by hand was saved again from the TransactionalSink's checkpoint ACTIVE
+// while its parent was still read; every later start stopped with a
+// ParentAfterChildError. TestFleetChildItemDeletedByHandIsSavedAgainWaitingForItsParent.
+func TestAChildSavedAgainFromTheSinkWaitsForItsParent(t *testing.T) {
+	replaySeed(t, 8014511, 4)
+}
+
+// Seed 8014370 (LOSS, 1 run in 4 before the fix): a host initialising a
+// generation started over, whose identity item was deleted by hand
+// meanwhile, found no T0 and took a fresh one, skipping what the
+// re-created stream received since its creation.
+// TestStartOverT0WithTheIdentityItemMissingIsAnError.
+func TestAStartOverT0IsNeverTakenAfresh(t *testing.T) {
+	runs := 8
+	if raceEnabled {
+		runs = 3
+	}
+	replaySeed(t, 8014370, runs)
+}

@@ -115,9 +115,10 @@ type world struct {
 	procs      []*proc
 	// firstDeliveryAt is when a Sink first accepted a record.
 	firstDeliveryAt time.Time
-	fixes           []func()     // the operator's actions, queued
-	cleared         map[int]bool // incarnations whose old checkpoints the operator removed
-	rewinds         int          // the operator's rewinds, to name them
+	fixes           []func()        // the operator's actions, queued
+	cleared         map[int]bool    // incarnations whose old checkpoints the operator removed
+	repaired        map[string]bool // shards (of an incarnation) the operator rewound for a refused position
+	rewinds         int             // the operator's rewinds, to name them
 }
 
 // slot is one host: its processes run one after another.
@@ -135,7 +136,7 @@ type slot struct {
 
 func newWorld(sp Spec, opt Options) *world {
 	w := &world{spec: sp, opt: opt, start: time.Now(), rng: rand.New(rand.NewPCG(uint64(sp.Seed), 0xfa17)),
-		table: fleet.NewMemoryTable(), mem: sinktest.NewMemory(), dir: opt.Dir, cleared: map[int]bool{}}
+		table: fleet.NewMemoryTable(), mem: sinktest.NewMemory(), dir: opt.Dir, cleared: map[int]bool{}, repaired: map[string]bool{}}
 	w.fake = kinesistest.New(kinesistest.WithConsumerActivation(time.Second))
 	handler := slog.DiscardHandler
 	if opt.Log != nil {
@@ -827,17 +828,29 @@ func (w *world) expected(err error) bool {
 		})
 		return true
 	case (errors.Is(err, fleet.ErrIdentityMissing) || errors.Is(err, fleet.ErrIdentityBehind) || errors.Is(err, kinesisload.ErrLineage) || isInvalidArgument(err)) && w.edited("delete-identity"):
-		// With the identity item gone, a host takes the stream it sees for
-		// the progress's: a re-created stream's shards then refuse the old
-		// positions (or lineage), loudly, until the item is restored.
+		// With the identity item gone, a fleet initialised with it
+		// refuses to go on (restore it). One never initialised takes
+		// the stream it sees for its first run, and the positions a
+		// TransactionalSink holds of an earlier attempt on a stream
+		// re-created since are refused, loudly: the item cannot be
+		// restored over that first run's, and the operator rewinds the
+		// refused shard, as the error says its position belongs to
+		// another stream.
+		incarnation := w.incarnation()
 		w.operator(func() {
 			w.mu.Lock()
 			edits := slices.Clone(w.edits)
 			w.mu.Unlock()
+			replaced := false
 			for _, e := range edits {
 				if e.op == "delete-identity" {
 					w.restore(e)
+					cur, gerr := w.table.Get(context.Background(), e.item.Partition, e.item.Key)
+					replaced = replaced || (gerr == nil && cur.Exists() && cur.Field("created") != e.item.Field("created"))
 				}
+			}
+			if re, ok := errors.AsType[*kinesisload.RunError](err); ok && replaced && isInvalidArgument(err) && re.Shard != "" {
+				w.repairRefused(re.Shard, incarnation)
 			}
 		})
 		return true
@@ -1253,6 +1266,35 @@ func (w *world) handEdit(ctx context.Context, op string, d time.Duration) {
 			w.restore(e)
 		})
 	}
+}
+
+// repairRefused rewinds shard to TRIM_HORIZON once per incarnation of the
+// stream: the operator's repair of a position the stream refused as
+// another stream's (records may come again, none is lost).
+func (w *world) repairRefused(shard string, incarnation int) {
+	key := fmt.Sprintf("%d/%s", incarnation, shard)
+	w.mu.Lock()
+	done := w.repaired[key]
+	w.repaired[key] = true
+	w.rewinds++
+	op := kinesisload.Rewind{ID: fmt.Sprintf("rewind-%d", w.rewinds), By: "sim operator", At: time.Now(), Reason: "a refused position"}
+	w.mu.Unlock()
+	if done {
+		return
+	}
+	mark := w.mark()
+	pos := scan.TrimHorizon()
+	if w.spec.Transactional {
+		// As the rewind's refusal would say: the destination's
+		// checkpoint of the shard is set too (its epoch kept).
+		row, _ := w.mem.Checkpoint(stream, shard)
+		if err := w.mem.RewindCheckpoint(context.Background(), stream, shard, pos, row.Epoch); err != nil {
+			w.failf("operator: rewind the sink's checkpoint of %s: %v", shard, err)
+			return
+		}
+	}
+	rws, err := fleet.Rewind(context.Background(), w.table, stream, op, map[string]scan.Position{shard: pos})
+	w.rewound(op, rws, pos, mark, err)
 }
 
 // restore puts an item deleted by hand back from its backup, unless it
