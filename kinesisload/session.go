@@ -511,12 +511,29 @@ func (s *session) save(ctx context.Context, t *topology, updates []ShardProgress
 			before[u.ShardID] = n.saved
 		}
 	}
-	if err := s.store.Save(ctx, t.stream, updates); err != nil {
+	err := s.store.Save(ctx, t.stream, updates)
+	if me, ok := errors.AsType[*MissingShardError](err); ok && s.shared {
+		// The items of me.Shards were deleted by hand since they were
+		// loaded, and these updates cannot stand for them (a state
+		// without a position): the others landed, and the missing are
+		// recovered as the audit recovers them.
+		landed := slices.DeleteFunc(slices.Clone(updates), func(u ShardProgress) bool { return slices.Contains(me.Shards, u.ShardID) })
+		s.applySaved(t, landed, before)
+		return s.recoverMissing(ctx, t, slices.Clone(me.Shards))
+	}
+	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return err
 		}
 		return &RunError{Stream: t.stream, Op: "Save", Kind: ErrJournal, Err: fmt.Errorf("saving progress: %w", err)}
 	}
+	s.applySaved(t, updates, before)
+	return nil
+}
+
+// applySaved applies updates, saved, to t, and reports each state change
+// (from the states before).
+func (s *session) applySaved(t *topology, updates []ShardProgress, before map[string]ShardState) {
 	t.apply(updates)
 	s.l.stats.saved(updates)
 	for _, u := range updates {
@@ -526,7 +543,6 @@ func (s *session) save(ctx context.Context, t *topology, updates []ShardProgress
 			before[id] = now
 		}
 	}
-	return nil
 }
 
 // refresh lists the shards, saves the new ones and activates the children
@@ -868,6 +884,13 @@ func (s *session) audit(ctx context.Context, t *topology, stored map[string]Shar
 	if len(missing) == 0 {
 		return nil
 	}
+	return s.recoverMissing(ctx, t, missing)
+}
+
+// recoverMissing saves the shards missing from the fleet's table (their
+// items deleted by hand) again from the TransactionalSink's checkpoints,
+// or stops naming them (a *MissingShardError) when the Sink holds none.
+func (s *session) recoverMissing(ctx context.Context, t *topology, missing []string) error {
 	slices.Sort(missing)
 	var cps map[string]scan.Position
 	if s.l.tx != nil {

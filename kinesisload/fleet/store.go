@@ -127,12 +127,25 @@ func (st sharedStore) Started(ctx context.Context, stream string) (bool, error) 
 // Save implements [kinesisload.PositionStore]: each update is merged into
 // its shard's item by a conditional write (on the item's version, from
 // the member's view or a read of that item alone); an update that changes
-// nothing is not written.
+// nothing is not written. An update without a position for a shard whose
+// item is gone (deleted by hand) is not written either: the others are,
+// and Save returns a [*kinesisload.MissingShardError] naming it.
 func (st sharedStore) Save(ctx context.Context, stream string, updates []kinesisload.ShardProgress) error {
 	if err := st.check(ctx, stream); err != nil {
 		return err
 	}
-	return st.m.saveEach(ctx, updates, func(s *shardItem, committed string, u kinesisload.ShardProgress) *shardItem {
+	var missing []string
+	err := st.m.saveEach(ctx, updates, func(s *shardItem, committed string, u kinesisload.ShardProgress) *shardItem {
+		if !s.exists() && u.Position.Kind == 0 {
+			// The item is gone (deleted by hand), and u cannot
+			// stand for it: an item of a state alone, without a
+			// position, would be read from nowhere.
+			if !slices.Contains(missing, u.ShardID) {
+				missing = append(missing, u.ShardID)
+			}
+			return nil
+		}
+		missing = slices.DeleteFunc(missing, func(id string) bool { return id == u.ShardID })
 		v := s.visible(committed)
 		nv := kinesisload.MergeProgress(v, u)
 		if s.exists() && same(nv, v) {
@@ -145,6 +158,14 @@ func (st sharedStore) Save(ctx context.Context, stream string, updates []kinesis
 		}
 		return next
 	})
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return &kinesisload.MissingShardError{Stream: stream, Shards: missing}
+	}
+	return nil
 }
 
 // saveEach applies mutate to the item of every update, and records one
