@@ -164,8 +164,6 @@ func (l *ledger) durable(began time.Time, start scan.Position) {
 	}
 }
 
-func (l *ledger) promised() bool { return l.promiseSet }
-
 // delivered writes an accepted record in the ledger and returns what is
 // wrong with it, if anything: a record never put, or delivered as another
 // shard's or with another sequence number.

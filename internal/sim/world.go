@@ -743,6 +743,20 @@ func (w *world) startProc(s *slot, ch *Change) {
 	}()
 }
 
+// firstStartUpDone reports whether the first start-up's batch is durable:
+// a Loader reported it resolved (after its save), and in a fleet the
+// initialisation is committed (a host reports it before its commit).
+func (w *world) firstStartUpDone() bool {
+	w.mu.Lock()
+	done := w.ledger.initDone
+	w.mu.Unlock()
+	if !done || !w.spec.fleet() {
+		return done
+	}
+	it, err := w.table.Get(context.Background(), w.latestPartition(), "init")
+	return err == nil && it.Field("committed") != ""
+}
+
 // shardID is the ID of the i-th shard of a stream as the in-memory Kinesis
 // creates it.
 func shardID(i int) string { return fmt.Sprintf("shardId-%012d", i) }
@@ -755,10 +769,13 @@ func (w *world) change(s *slot, ch *Change) {
 	if ch.FlipReadMode {
 		s.fan = !s.fan
 	}
-	// A selection changes only after the start-up is durable (the
-	// required records are those of the first start-up's selection: all),
-	// only in schedules without merges and re-creations.
-	if (ch.Select != nil || ch.Widen) && !w.spec.Merges && !w.spec.StartOver && w.ledger.promised() {
+	// A selection changes only after the first start-up is done (the
+	// required records are those of the first start-up's selection: all;
+	// a T0 journaled is not enough: a start-up that resolves a narrower
+	// selection at it completes the first start-up for those shards
+	// only, and the others, selected later, take their own T0, as
+	// documented), only in schedules without merges and re-creations.
+	if (ch.Select != nil || ch.Widen) && !w.spec.Merges && !w.spec.StartOver && w.firstStartUpDone() {
 		s.sel = nil
 		if ch.Select != nil {
 			s.sel = slices.Clone(ch.Select)
