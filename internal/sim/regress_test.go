@@ -127,3 +127,23 @@ func TestAStartOverT0IsNeverTakenAfresh(t *testing.T) {
 	}
 	replaySeed(t, 8014370, runs)
 }
+
+// Seeds of the run of 95,145 schedules on 9480749 (seeds 10,000,000 on).
+
+// Seed 10078379: a child's item deleted by hand just before its parent
+// completed was saved again by the child's activation as a state alone,
+// without a position; every host took it and stopped ("unknown kind 0").
+// TestFleetChildItemDeletedByHandAsItsParentCompletes.
+func TestAnActivationDoesNotSaveAnItemWithoutAPosition(t *testing.T) {
+	replaySeed(t, 10078379, 4)
+}
+
+// Seeds 10017083 and 10034604 (LOSS): the identity and init items both
+// deleted by hand after the stream was re-created; the next host took the
+// fleet for one never initialised, wrote the new stream as its identity
+// beside the old stream's shard items, and every host then stopped for a
+// broken lineage, for ever. TestJoinRefusesAMissingIdentityAndInitItemOfAFleetThatRead.
+func TestAFleetThatReadIsNotTakenForANewOneWithoutItsItems(t *testing.T) {
+	replaySeed(t, 10017083, 2)
+	replaySeed(t, 10034604, 2)
+}

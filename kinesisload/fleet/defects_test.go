@@ -240,6 +240,51 @@ func TestMissingIdentityOfAnInitialisedFirstGenerationIsReportedMissing(t *testi
 	}
 }
 
+// The identity item and the init item both deleted by hand in a fleet
+// that read the stream: a host joining does not take the stream for one
+// never initialised, which would write the stream it sees now (re-created
+// meanwhile, perhaps) as the fleet's beside the old stream's items. Its
+// shard items with progress say the fleet read it: Join fails with
+// ErrIdentityMissing, naming both items (found by the simulation, seed
+// 10017083: every host then stopped for a lineage broken, for ever).
+func TestJoinRefusesAMissingIdentityAndInitItemOfAFleetThatRead(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	a := w.host("a")
+	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		if err := st.SetIdentity(ctx, "s", kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start}); err != nil {
+			return err
+		}
+		return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: "x", State: kinesisload.StateActive, Position: scan.TrimHorizon()}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w.advance(2 * time.Second) // the commit is folded into the shard's item
+	if err := a.m.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deleteIdentityByHand(t, w)
+	it, err := w.table.Get(ctx, "s", "init")
+	if err != nil || !it.Exists() {
+		t.Fatalf("no init item: %v", err)
+	}
+	if err := w.table.Delete(ctx, "s", "init", it.Version); err != nil {
+		t.Fatal(err)
+	}
+	c, err := fleet.New(fleet.NewFaultyTable(w.table), fleet.Config{HostID: "c", ManualRounds: true, Clock: w.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Join(ctx, "s")
+	if err == nil {
+		_ = m.Leave(ctx)
+		t.Fatal("Join took a fleet that read the stream for one never initialised")
+	}
+	if !errors.Is(err, fleet.ErrIdentityMissing) || !strings.Contains(err.Error(), "init") {
+		t.Errorf("Join = %v, want ErrIdentityMissing naming the identity and init items", err)
+	}
+}
+
 // A holder of the initialisation lock stuck in its init (a call that never
 // returns), heartbeating all the while, loses the lock once its progress
 // stood still for InitStallTimeout: another host initialises, and the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/tidemark/tidemark/kinesisload"
@@ -105,7 +107,25 @@ func checkNoLaterGeneration(ctx context.Context, table Table, stream string) err
 		if err != nil {
 			return err
 		}
-		if ii.committed == "" || !ii.identified {
+		if ii.committed == "" {
+			// No initialisation committed, or its item deleted too:
+			// shard items with progress of their own say the fleet
+			// read the stream (an uncommitted initialisation's items
+			// hold pending positions only).
+			snap, err := query(ctx, table, partition(stream, 0))
+			if err != nil {
+				return fmt.Errorf("fleet: stream %s: reading generation 0: %w", stream, err)
+			}
+			for _, id := range slices.Sorted(maps.Keys(snap.shards)) {
+				if p := snap.shards[id].prog; p.State != 0 || p.Position.Kind != 0 {
+					return fmt.Errorf("%w: stream %s has shard items with progress (such as %s) but no identity item and no committed init item in partition %s: "+
+						"restore the identity item (key %q) and the init item (key %q) naming the stream the fleet read, for example from an export made before; nothing was read or written",
+						ErrIdentityMissing, stream, id, stream, keyIdentity, keyInit)
+				}
+			}
+			return nil
+		}
+		if !ii.identified {
 			return nil
 		}
 		// The identity item is written before the initialisation
