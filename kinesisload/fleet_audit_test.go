@@ -167,6 +167,22 @@ func TestAShardItemAtItsEndButNotCompletedIsCompletedAndItsChildrenRead(t *testi
 	})
 }
 
+// holdRecordsOf sets *hook, a Sink's hook called in Deliver, to hold every
+// batch of shard's records until the returned channel is closed (or the
+// Deliver's context ends).
+func holdRecordsOf(hook *func(ctx context.Context, host string, b kinesisload.Batch), shard string) chan struct{} {
+	hold := make(chan struct{})
+	*hook = func(ctx context.Context, _ string, b kinesisload.Batch) {
+		if b.ShardID == shard && len(b.Records) > 0 {
+			select {
+			case <-hold:
+			case <-ctx.Done():
+			}
+		}
+	}
+	return hold
+}
+
 // A child's item deleted by hand while its parent is still read, with a
 // TransactionalSink that holds the child's start checkpoint: the child is
 // saved again from the Sink waiting for its parent (PENDING_PARENT), not
@@ -179,15 +195,7 @@ func TestFleetChildItemDeletedByHandIsSavedAgainWaitingForItsParent(t *testing.T
 		const parent, child = "shardId-000000000000", "shardId-000000000001"
 		r := newFleetRig(t, 1)
 		sink := newTxSink()
-		hold := make(chan struct{})
-		sink.before = func(ctx context.Context, _ string, b kinesisload.Batch) {
-			if b.ShardID == parent && len(b.Records) > 0 {
-				select {
-				case <-hold:
-				case <-ctx.Done():
-				}
-			}
-		}
+		hold := holdRecordsOf(&sink.before, parent)
 		r.hostConfig = func(host string, c *kinesisload.Config) { c.Sink = sink.forHost(host) }
 		before := r.put(10)
 		if _, err := r.fake.SplitShard(context.Background(), &kinesis.SplitShardInput{StreamName: aws.String("orders"),
@@ -255,15 +263,7 @@ func TestFleetChildItemDeletedByHandAsItsParentCompletes(t *testing.T) {
 	t.Run("plain Sink", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			r := newFleetRig(t, 1)
-			hold := make(chan struct{})
-			r.sink.block = func(ctx context.Context, _ string, b kinesisload.Batch) {
-				if b.ShardID == parent && len(b.Records) > 0 {
-					select {
-					case <-hold:
-					case <-ctx.Done():
-					}
-				}
-			}
+			hold := holdRecordsOf(&r.sink.block, parent)
 			setUp(t, r)
 			r.start("a")
 			waitChildItem(r)
@@ -283,15 +283,7 @@ func TestFleetChildItemDeletedByHandAsItsParentCompletes(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			r := newFleetRig(t, 1)
 			sink := newTxSink()
-			hold := make(chan struct{})
-			sink.before = func(ctx context.Context, _ string, b kinesisload.Batch) {
-				if b.ShardID == parent && len(b.Records) > 0 {
-					select {
-					case <-hold:
-					case <-ctx.Done():
-					}
-				}
-			}
+			hold := holdRecordsOf(&sink.before, parent)
 			r.hostConfig = func(host string, c *kinesisload.Config) { c.Sink = sink.forHost(host) }
 			before := setUp(t, r)
 			r.start("a")

@@ -179,16 +179,9 @@ func startedOver(t *testing.T, before ...func(*world)) (w *world, b *host, renew
 // with ErrIdentityMissing, saying what to restore.
 func TestJoinRefusesAMissingIdentityWhenALaterGenerationExists(t *testing.T) {
 	w, _, _ := startedOver(t)
-	ctx := context.Background()
-	// The identity item is deleted by hand.
 	deleteIdentityByHand(t, w)
-	c, err := fleet.New(fleet.NewFaultyTable(w.table), fleet.Config{HostID: "c", ManualRounds: true, Clock: w.clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := c.Join(ctx, "s")
+	err := joinFresh(t, w)
 	if err == nil {
-		_ = m.Leave(ctx)
 		t.Fatal("Join succeeded without the identity item while generation 1 exists: it joined generation 0")
 	}
 	if !errors.Is(err, fleet.ErrIdentityMissing) || !strings.Contains(err.Error(), "gen") || !strings.Contains(err.Error(), "identity") {
@@ -271,13 +264,8 @@ func TestJoinRefusesAMissingIdentityAndInitItemOfAFleetThatRead(t *testing.T) {
 	if err := w.table.Delete(ctx, "s", "init", it.Version); err != nil {
 		t.Fatal(err)
 	}
-	c, err := fleet.New(fleet.NewFaultyTable(w.table), fleet.Config{HostID: "c", ManualRounds: true, Clock: w.clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := c.Join(ctx, "s")
+	err = joinFresh(t, w)
 	if err == nil {
-		_ = m.Leave(ctx)
 		t.Fatal("Join took a fleet that read the stream for one never initialised")
 	}
 	if !errors.Is(err, fleet.ErrIdentityMissing) || !strings.Contains(err.Error(), "init") {
@@ -612,17 +600,11 @@ func mustQuery(t *testing.T, table fleet.Table, partition string) []fleet.Item {
 // old stream's positions). Join fails with ErrIdentityMissing.
 func TestJoinRefusesAMissingIdentityOfAnInitialisedStream(t *testing.T) {
 	w := newWorld(t, fleet.Config{})
-	ctx := context.Background()
 	a := w.host("a")
 	initialiseIdentified(t, a)
 	deleteIdentityByHand(t, w)
-	c, err := fleet.New(fleet.NewFaultyTable(w.table), fleet.Config{HostID: "c", ManualRounds: true, Clock: w.clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := c.Join(ctx, "s")
+	err := joinFresh(t, w)
 	if err == nil {
-		_ = m.Leave(ctx)
 		t.Fatal("Join succeeded without the identity item of an initialised stream")
 	}
 	if !errors.Is(err, fleet.ErrIdentityMissing) || !strings.Contains(err.Error(), "identity") {
@@ -732,6 +714,21 @@ func initialiseIdentified(t *testing.T, h *host) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// joinFresh joins stream "s" as a new host, c, and returns Join's error
+// (a Join that succeeds is left at once).
+func joinFresh(t *testing.T, w *world) error {
+	t.Helper()
+	c, err := fleet.New(fleet.NewFaultyTable(w.table), fleet.Config{HostID: "c", ManualRounds: true, Clock: w.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Join(context.Background(), "s")
+	if err == nil {
+		_ = m.Leave(context.Background())
+	}
+	return err
 }
 
 // deleteIdentityByHand deletes stream "s"'s identity item, as an operator
