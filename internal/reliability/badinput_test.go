@@ -469,12 +469,14 @@ func TestBadInput(t *testing.T) {
 		}
 		before := proxy.Total().Requests
 		err := r.result(t, 30*time.Second)
-		// A shard's read or the periodic ListShards may meet the 403 first:
-		// the error names the shard in the first case, the operation in both.
+		// A shard's read, the periodic ListShards or the identity check
+		// after a new iterator (DescribeStreamSummary) may meet the 403
+		// first: the error names the shard in the first case, the
+		// operation in all.
 		re, ok := errorsAs[*kinesisload.RunError](err)
 		if !ok || !strings.Contains(err.Error(), "UnrecognizedClientException") ||
-			!(strings.HasPrefix(re.Shard, "shardId-") || re.Op == "ListShards") {
-			t.Fatalf("Run = %v, want a *RunError naming UnrecognizedClientException and the shard (or ListShards)", err)
+			!(strings.HasPrefix(re.Shard, "shardId-") || re.Op == "ListShards" || re.Op == "DescribeStreamSummary") {
+			t.Fatalf("Run = %v, want a *RunError naming UnrecognizedClientException and the shard (or ListShards, or DescribeStreamSummary)", err)
 		}
 		n := proxy.Total().Requests - before
 		t.Logf("%d requests after the switch; Run = %v", n, err)
