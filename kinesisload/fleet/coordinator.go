@@ -96,7 +96,7 @@ func (c *Coordinator) Join(ctx context.Context, stream string) (kinesisload.Memb
 			return nil, err
 		}
 		if !ii.item.Exists() {
-			if err := m.checkNoLaterGeneration(ctx); errors.Is(err, errIdentityAppeared) {
+			if err := m.checkIdentityGone(ctx); errors.Is(err, errIdentityAppeared) {
 				continue // read it again
 			} else if err != nil {
 				cancel()

@@ -236,10 +236,11 @@ func TestMissingIdentityOfAnInitialisedFirstGenerationIsReportedMissing(t *testi
 // The identity item and the init item both deleted by hand in a fleet
 // that read the stream: a host joining does not take the stream for one
 // never initialised, which would write the stream it sees now (re-created
-// meanwhile, perhaps) as the fleet's beside the old stream's items. Its
-// shard items with progress say the fleet read it: Join fails with
-// ErrIdentityMissing, naming both items (found by the simulation, seed
-// 10017083: every host then stopped for a lineage broken, for ever).
+// meanwhile, perhaps) as the fleet's beside the old stream's items. A
+// shard item a host owned says the fleet read it: Join fails with
+// ErrIdentityMissing, naming the item to restore (found by the
+// simulation, seed 10017083: every host then stopped for a lineage
+// broken, for ever).
 func TestJoinRefusesAMissingIdentityAndInitItemOfAFleetThatRead(t *testing.T) {
 	w := newWorld(t, fleet.Config{})
 	ctx := context.Background()
@@ -252,7 +253,13 @@ func TestJoinRefusesAMissingIdentityAndInitItemOfAFleetThatRead(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	w.advance(2 * time.Second) // the commit is folded into the shard's item
+	if _, err := a.m.Acquire(ctx, []string{"x"}); err != nil {
+		t.Fatal(err)
+	}
+	w.advance(2 * time.Second)
+	if ls, err := a.m.Acquire(ctx, []string{"x"}); err != nil || len(ls) != 1 {
+		t.Fatalf("a was granted %d leases (%v), want x's", len(ls), err)
+	}
 	if err := a.m.Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -268,8 +275,23 @@ func TestJoinRefusesAMissingIdentityAndInitItemOfAFleetThatRead(t *testing.T) {
 	if err == nil {
 		t.Fatal("Join took a fleet that read the stream for one never initialised")
 	}
-	if !errors.Is(err, fleet.ErrIdentityMissing) || !strings.Contains(err.Error(), "init") {
-		t.Errorf("Join = %v, want ErrIdentityMissing naming the identity and init items", err)
+	if !errors.Is(err, fleet.ErrIdentityMissing) || !strings.Contains(err.Error(), `"identity"`) {
+		t.Errorf("Join = %v, want ErrIdentityMissing naming the identity item", err)
+	}
+}
+
+// A fleet imported (fleet.Import) without an identity, as an export of a
+// source that stored none is: its shard items hold progress but were never
+// owned, so a host joins it as a first run and writes the identity it
+// sees, as before (the review of 4d429da found Join refused it).
+func TestJoinAcceptsAnImportWithoutIdentity(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	if err := fleet.Import(ctx, w.table, "s", kinesisload.StreamIdentity{}, []kinesisload.ShardProgress{{ShardID: "x", State: kinesisload.StateActive, Position: scan.AfterSequence("42")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := joinFresh(t, w); err != nil {
+		t.Fatalf("Join of an imported fleet without identity = %v, want nil", err)
 	}
 }
 

@@ -39,8 +39,8 @@ func (m *member) readIdentity(ctx context.Context) (identityItem, error) {
 
 // readIdentityInForce reads the identity item as readIdentity does, and
 // refuses an absent one that a fleet of generation 0 cannot take for "not
-// identified yet": a later generation has items, or generation 0's
-// initialisation was committed with an identity ([ErrIdentityMissing]).
+// identified yet": the fleet shows it read the stream (see
+// checkIdentityGone; [ErrIdentityMissing]).
 // A session that took it so would write the stream it sees now as the
 // fleet's, and read a stream re-created meanwhile from the old one's
 // positions.
@@ -50,7 +50,7 @@ func (m *member) readIdentityInForce(ctx context.Context) (identityItem, error) 
 		if err != nil || ii.item.Exists() || m.gen > 0 {
 			return ii, err
 		}
-		err = m.checkNoLaterGeneration(ctx)
+		err = m.checkIdentityGone(ctx)
 		switch {
 		case err == nil:
 			return ii, nil
@@ -65,20 +65,22 @@ func (m *member) readIdentityInForce(ctx context.Context) (identityItem, error) 
 	}
 }
 
-// checkNoLaterGeneration refuses a stream whose identity item is absent
-// while a later generation than the first has items: the identity item
-// was deleted by hand (see [ErrIdentityMissing]).
-func (m *member) checkNoLaterGeneration(ctx context.Context) error {
-	return checkNoLaterGeneration(ctx, m.c.table, m.stream)
+// checkIdentityGone refuses this member's stream, whose identity item was
+// read absent, when the fleet shows it read the stream (see the function).
+func (m *member) checkIdentityGone(ctx context.Context) error {
+	return checkIdentityGone(ctx, m.c.table, m.stream)
 }
 
-// checkNoLaterGeneration refuses stream, whose identity item was read
-// absent, when a generation later than the first has items, or the
-// first's initialisation was committed with an identity: the identity
-// item was deleted by hand, and generation 0 is not the fleet's
-// ([ErrIdentityMissing]). It returns errIdentityAppeared when the item is
-// there when read again.
-func checkNoLaterGeneration(ctx context.Context, table Table, stream string) error {
+// checkIdentityGone refuses stream, whose identity item was read absent,
+// when the fleet shows it read the stream: a generation later than the
+// first has items, the first's initialisation was committed with an
+// identity, or (its init item gone too) a shard item of the first was
+// owned. The identity item was deleted by hand then, and taking the stream
+// seen now for the fleet's would read a stream re-created meanwhile from
+// the old one's positions ([ErrIdentityMissing]). It returns
+// errIdentityAppeared when the item is there when read again (written
+// meanwhile by a first initialisation).
+func checkIdentityGone(ctx context.Context, table Table, stream string) error {
 	last := uint64(0)
 	for gen := uint64(1); ; gen++ {
 		found := false
@@ -108,19 +110,22 @@ func checkNoLaterGeneration(ctx context.Context, table Table, stream string) err
 			return err
 		}
 		if ii.committed == "" {
-			// No initialisation committed, or its item deleted too:
-			// shard items with progress of their own say the fleet
-			// read the stream (an uncommitted initialisation's items
-			// hold pending positions only).
+			// No initialisation committed, or its item deleted too: a
+			// shard item a host owned says the fleet read the stream
+			// (an initialisation's items, and those fleet.Import
+			// writes, were never owned: their epoch is their first).
 			snap, err := query(ctx, table, partition(stream, 0))
 			if err != nil {
 				return fmt.Errorf("fleet: stream %s: reading generation 0: %w", stream, err)
 			}
 			for _, id := range slices.Sorted(maps.Keys(snap.shards)) {
-				if p := snap.shards[id].prog; p.State != 0 || p.Position.Kind != 0 {
-					return fmt.Errorf("%w: stream %s has shard items with progress (such as %s) but no identity item and no committed init item in partition %s: "+
-						"restore the identity item (key %q) and the init item (key %q) naming the stream the fleet read, for example from an export made before; nothing was read or written",
-						ErrIdentityMissing, stream, id, stream, keyIdentity, keyInit)
+				if s := snap.shards[id]; s.epoch > s.base {
+					if appeared(ctx, table, stream) {
+						return errIdentityAppeared
+					}
+					return fmt.Errorf("%w: stream %s has shard items hosts owned (such as %s, at epoch %d) but neither an identity item nor a committed init item in partition %s: "+
+						"restore the identity item (key %q) naming the stream the fleet read, for example from an export made before (tidemark export has it); nothing was read or written",
+						ErrIdentityMissing, stream, id, s.epoch, stream, keyIdentity)
 				}
 			}
 			return nil
@@ -128,10 +133,7 @@ func checkNoLaterGeneration(ctx context.Context, table Table, stream string) err
 		if !ii.identified {
 			return nil
 		}
-		// The identity item is written before the initialisation
-		// commits: read after the init item, it may be there now (it
-		// was not yet when this Join read it first).
-		if it, err := table.Get(ctx, stream, keyIdentity); err == nil && it.Exists() {
+		if appeared(ctx, table, stream) {
 			return errIdentityAppeared
 		}
 		return fmt.Errorf("%w: stream %s was initialised with an identity (its init item in partition %s says so) but has no identity item: "+
@@ -143,6 +145,15 @@ func checkNoLaterGeneration(ctx context.Context, table Table, stream string) err
 		"restore the identity item (key %q) naming the stream the fleet reads and \"gen\" = %d (the archived generations, if known, in \"archived\"), "+
 		"for example from an export made before, or from Coordinator.Inspect of a host still running; nothing was read or written",
 		ErrIdentityMissing, stream, last, partition(stream, last), stream, keyIdentity, last)
+}
+
+// appeared reports whether stream's identity item exists when read again.
+// It is written before an initialisation commits, and before a shard is
+// taken: read after the init item or the shards, it may be there now
+// although it was not when read first.
+func appeared(ctx context.Context, table Table, stream string) bool {
+	it, err := table.Get(ctx, stream, keyIdentity)
+	return err == nil && it.Exists()
 }
 
 // readGen checks the generation in force after a round's read (the

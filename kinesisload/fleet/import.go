@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/scan"
@@ -73,10 +74,13 @@ func Import(ctx context.Context, table Table, stream string, id kinesisload.Stre
 		return fmt.Errorf("%w: stream %s: hosts have started on it (the initialisation item exists, lock held by %q): to move the positions of a fleet, rewind them (cmd/tidemark rewind --from FILE)",
 			ErrNotEmpty, stream, snap.init.lockOwner)
 	}
+	floor := epochFloor(0, time.Now())
 	want := make(map[string]*shardItem, len(shards))
 	for _, p := range shards {
 		p.Parents = slices.Sorted(slices.Values(p.Parents))
-		s := &shardItem{id: p.ShardID, item: Item{Partition: stream, Key: prefixShard + p.ShardID}, epoch: epochBase(0), prog: p}
+		// Epochs above those of the table (or journal) the positions
+		// come from, which a TransactionalSink may hold: see epochFloor.
+		s := &shardItem{id: p.ShardID, item: Item{Partition: stream, Key: prefixShard + p.ShardID}, epoch: floor, base: floor, prog: p}
 		if got, ok := snap.shards[p.ShardID]; ok && !sameImport(got, s) {
 			return fmt.Errorf("%w: stream %s: shard %s has an item already (owner %q, epoch %d, progress %+v)", ErrNotEmpty, stream, p.ShardID, got.owner, got.epoch, got.prog)
 		}
@@ -110,7 +114,7 @@ func Import(ctx context.Context, table Table, stream string, id kinesisload.Stre
 // sameImport reports whether the stored item got is the item Import
 // writes for s.
 func sameImport(got, s *shardItem) bool {
-	return got.owner == "" && got.handoff == "" && got.epoch == s.epoch && len(got.pend) == 0 && same(got.prog, s.prog)
+	return got.owner == "" && got.handoff == "" && got.epoch == got.base && len(got.pend) == 0 && same(got.prog, s.prog)
 }
 
 // putOnce writes it, which must not exist: an unknown outcome or a

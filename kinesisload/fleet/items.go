@@ -203,7 +203,7 @@ type initItem struct {
 	progress uint64
 	// identified says the stream's identity item existed when the
 	// initialisation committed: its absence later is a deletion by hand
-	// (see checkNoLaterGeneration). Tables written before it was kept, and
+	// (see checkIdentityGone). Tables written before it was kept, and
 	// users of the protocol that store no identity, do not set it.
 	identified bool
 }

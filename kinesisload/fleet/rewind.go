@@ -97,11 +97,11 @@ func Rewind(ctx context.Context, table Table, stream string, r kinesisload.Rewin
 }
 
 // generationInForce reads stream's identity item, which names the
-// generation the hosts read. An absent item is generation 0 only when no
-// later generation has items and generation 0 was not initialised with an
-// identity: otherwise the item was deleted by hand, and a rewind written
-// to generation 0 would reach no host (the error wraps
-// [ErrIdentityMissing] and [kinesisload.ErrRewindRefused]).
+// generation the hosts read. An absent item is generation 0 only when the
+// fleet shows it never read the stream (see checkIdentityGone): otherwise
+// the item was deleted by hand, and a rewind written to generation 0
+// would reach no host (the error wraps [ErrIdentityMissing] and
+// [kinesisload.ErrRewindRefused]).
 func generationInForce(ctx context.Context, table Table, stream string) (identityItem, error) {
 	for attempt := 0; ; attempt++ {
 		it, err := table.Get(ctx, stream, keyIdentity)
@@ -111,12 +111,15 @@ func generationInForce(ctx context.Context, table Table, stream string) (identit
 		if it.Exists() {
 			return decodeIdentity(it)
 		}
-		err = checkNoLaterGeneration(ctx, table, stream)
+		err = checkIdentityGone(ctx, table, stream)
 		switch {
 		case err == nil:
 			return decodeIdentity(it)
 		case errors.Is(err, errIdentityAppeared) && attempt < 3:
-			continue
+			continue // written meanwhile: read it
+		case errors.Is(err, errIdentityAppeared):
+			return identityItem{}, fmt.Errorf("fleet: stream %s: %w: the identity item was absent, then present, at each of %d reads; nothing was written, run the rewind again",
+				stream, kinesisload.ErrRewindRefused, attempt+1)
 		case errors.Is(err, ErrIdentityMissing):
 			return identityItem{}, fmt.Errorf("%w: %w", kinesisload.ErrRewindRefused, err)
 		}
