@@ -147,3 +147,12 @@ func TestAFleetThatReadIsNotTakenForANewOneWithoutItsItems(t *testing.T) {
 	replaySeed(t, 10017083, 2)
 	replaySeed(t, 10034604, 2)
 }
+
+// Seed 10039694 (LOSS, a rewind not obeyed; 2 runs in 6 before the fix):
+// the Loader's own reads of the whole partition refreshed the view and the
+// time of the last read without acting on it, so the rounds never read
+// again while the Loader kept reading, and a host read on under a lease an
+// operator's rewind had taken. TestAReadForTheLoaderLosesALeaseTheTableMovedOn.
+func TestARewindIsObeyedWhileTheLoaderReadsTheTable(t *testing.T) {
+	replaySeed(t, 10039694, 6)
+}

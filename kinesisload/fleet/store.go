@@ -65,7 +65,15 @@ func (m *member) snapshot(ctx context.Context) (*snapshot, error) {
 				m.committed = snap.init.committed
 			}
 			m.endRead(seq, snap.shards)
+			// A whole read, as a round's: what it shows is acted on
+			// (a lease the table gave another owner or epoch is lost;
+			// a host's changes are seen), for the rounds then skip
+			// their own read until ResyncInterval passes again.
 			m.lastRead = m.c.now()
+			m.toGet = nil
+			m.observe(snap.roster)
+			m.observeOld(snap.old)
+			m.absorb(nil)
 			snap.shards = m.shards // with our writes since it began, or newer
 			m.mu.Unlock()
 			return snap, nil
