@@ -335,6 +335,38 @@ func TestAReadForTheLoaderLosesALeaseTheTableMovedOn(t *testing.T) {
 	}
 }
 
+// failsOnce fails the first Get of a partition with an unknown outcome,
+// as a throttled or timed-out read does.
+type failsOnce struct {
+	fleet.Table
+	partition string
+	failed    atomic.Bool
+}
+
+func (t *failsOnce) Get(ctx context.Context, partition, key string) (fleet.Item, error) {
+	if partition == t.partition && t.failed.CompareAndSwap(false, true) {
+		return fleet.Item{}, fmt.Errorf("%w: the read failed", fleet.ErrUnknown)
+	}
+	return t.Table.Get(ctx, partition, key)
+}
+
+// A host joining a stream with no identity item, whose look for a later
+// generation meets a read of unknown outcome, reads again: Join does not
+// fail for it (the Loader stopped: "looking for generation 1: outcome
+// unknown"; found by the simulation, seed 30019088).
+func TestJoinReadsAgainWhenItsLookForALaterGenerationFails(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	c, err := fleet.New(&failsOnce{Table: w.table, partition: "s#gen1"}, fleet.Config{HostID: "c", ManualRounds: true, Clock: w.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Join(context.Background(), "s")
+	if err != nil {
+		t.Fatalf("Join = %v, want it to read again", err)
+	}
+	_ = m.Leave(context.Background())
+}
+
 // A holder of the initialisation lock stuck in its init (a call that never
 // returns), heartbeating all the while, loses the lock once its progress
 // stood still for InitStallTimeout: another host initialises, and the

@@ -85,7 +85,7 @@ func checkIdentityGone(ctx context.Context, table Table, stream string) error {
 	for gen := uint64(1); ; gen++ {
 		found := false
 		for _, key := range []string{keyInit, keyRoster} {
-			it, err := table.Get(ctx, partition(stream, gen), key)
+			it, err := getWaiting(ctx, table, partition(stream, gen), key)
 			if err != nil {
 				return fmt.Errorf("fleet: stream %s: looking for generation %d: %w", stream, gen, err)
 			}
@@ -101,7 +101,7 @@ func checkIdentityGone(ctx context.Context, table Table, stream string) error {
 		// the identity written first. Taking the stream seen now for
 		// it would read a stream re-created meanwhile from the old
 		// stream's positions.
-		it, err := table.Get(ctx, partition(stream, 0), keyInit)
+		it, err := getWaiting(ctx, table, partition(stream, 0), keyInit)
 		if err != nil {
 			return fmt.Errorf("fleet: stream %s: reading the init item: %w", stream, err)
 		}
@@ -114,7 +114,11 @@ func checkIdentityGone(ctx context.Context, table Table, stream string) error {
 			// shard item a host owned says the fleet read the stream
 			// (an initialisation's items, and those fleet.Import
 			// writes, were never owned: their epoch is their first).
-			snap, err := query(ctx, table, partition(stream, 0))
+			var snap *snapshot
+			err := readWaiting(ctx, func() (err error) {
+				snap, err = query(ctx, table, partition(stream, 0))
+				return err
+			})
 			if err != nil {
 				return fmt.Errorf("fleet: stream %s: reading generation 0: %w", stream, err)
 			}
@@ -152,8 +156,32 @@ func checkIdentityGone(ctx context.Context, table Table, stream string) error {
 // taken: read after the init item or the shards, it may be there now
 // although it was not when read first.
 func appeared(ctx context.Context, table Table, stream string) bool {
-	it, err := table.Get(ctx, stream, keyIdentity)
+	it, err := getWaiting(ctx, table, stream, keyIdentity)
 	return err == nil && it.Exists()
+}
+
+// readWaiting runs read, a read of the table, again after each failure of
+// unknown outcome (a read failed, throttled, an outage), with backoff,
+// until it succeeds, fails for good, or ctx ends.
+func readWaiting(ctx context.Context, read func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := read()
+		if err == nil || fatal(err) {
+			return err
+		}
+		if serr := sleep(ctx, backoff(attempt)); serr != nil {
+			return err
+		}
+	}
+}
+
+// getWaiting is table.Get through readWaiting.
+func getWaiting(ctx context.Context, table Table, partition, key string) (it Item, err error) {
+	err = readWaiting(ctx, func() (err error) {
+		it, err = table.Get(ctx, partition, key)
+		return err
+	})
+	return it, err
 }
 
 // readGen checks the generation in force after a round's read (the

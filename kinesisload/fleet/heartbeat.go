@@ -501,7 +501,7 @@ func (m *member) recover(ctx context.Context) error {
 	}
 	for _, id := range slices.Sorted(maps.Keys(entries)) {
 		e := entries[id]
-		err := m.update(ctx, id, nil, func(s *shardItem) *shardItem {
+		err := m.updateWaiting(ctx, id, "fold an earlier life's positions", func(s *shardItem) *shardItem {
 			if !s.exists() || s.owner != m.me || s.epoch != e.epoch {
 				return nil
 			}

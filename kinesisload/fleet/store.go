@@ -191,30 +191,36 @@ func (m *member) saveEach(ctx context.Context, updates []kinesisload.ShardProgre
 		}
 	}()
 	for _, u := range updates {
-		for tries := 1; ; tries++ {
-			err := m.update(ctx, u.ShardID, nil, func(s *shardItem) *shardItem {
-				m.mu.Lock()
-				committed := m.committed
-				m.mu.Unlock()
-				next := mutate(s, committed, u)
-				if next != nil && !slices.Contains(wrote, u.ShardID) {
-					wrote = append(wrote, u.ShardID) // tried: it may have landed
-				}
-				return next
-			})
-			if err == nil {
-				break
+		err := m.updateWaiting(ctx, u.ShardID, "save", func(s *shardItem) *shardItem {
+			m.mu.Lock()
+			committed := m.committed
+			m.mu.Unlock()
+			next := mutate(s, committed, u)
+			if next != nil && !slices.Contains(wrote, u.ShardID) {
+				wrote = append(wrote, u.ShardID) // tried: it may have landed
 			}
-			if !errors.Is(err, errGaveUp) || ctx.Err() != nil {
-				return fmt.Errorf("fleet: save to stream %s: shard %s: %w", m.stream, u.ShardID, err)
-			}
-			// A table failing for a while (an outage, throttles) is
-			// waited out, as the heartbeats wait it out: the Loader
-			// does not stop for it. It ends with ctx (a Close).
-			m.c.cfg.Logger.Warn("fleet: the table keeps failing; still trying to save", "stream", m.stream, "shard", u.ShardID, "tries", tries, "err", err)
+			return next
+		})
+		if err != nil {
+			return fmt.Errorf("fleet: save to stream %s: shard %s: %w", m.stream, u.ShardID, err)
 		}
 	}
 	return nil
+}
+
+// updateWaiting is update, with a table failing for a while (an outage,
+// throttles: update gives up after its attempts) waited out, as the
+// heartbeats wait it out: the Loader does not stop for it. It ends with
+// ctx (a Close), or an error no retry fixes. what names the write in the
+// log.
+func (m *member) updateWaiting(ctx context.Context, id, what string, mutate func(*shardItem) *shardItem) error {
+	for tries := 1; ; tries++ {
+		err := m.update(ctx, id, nil, mutate)
+		if err == nil || !errors.Is(err, errGaveUp) || ctx.Err() != nil {
+			return err
+		}
+		m.c.cfg.Logger.Warn("fleet: the table keeps failing; still trying to "+what, "stream", m.stream, "shard", id, "tries", tries, "err", err)
+	}
 }
 
 // Prune implements [kinesisload.Pruner]: the items of COMPLETED shards
