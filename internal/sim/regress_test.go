@@ -169,3 +169,13 @@ func TestAJoinWaitsOutAFailingTable(t *testing.T) {
 	replaySeed(t, 30019088, 4)
 	replaySeed(t, 30030709, 4)
 }
+
+// Seed 30111503 (no liveness, a rewind not obeyed; every run): the
+// simulated operator restored a shard item from the backup of its first
+// deletion after the item had been read to its end and deleted again, so
+// the shard was ACTIVE again behind its child, and every start stopped
+// with the documented ParentAfterChildError. The operator now restores
+// from the latest backup only.
+func TestAnItemIsRestoredFromItsLatestBackup(t *testing.T) {
+	replaySeed(t, 30111503, 2)
+}

@@ -1323,7 +1323,20 @@ func (w *world) restore(e *edit) {
 		return
 	}
 	e.restored = true
+	// An operator restores an item from its latest backup: a later
+	// deletion of the same item (of a newer state of it) supersedes
+	// this one's.
+	superseded := false
+	for i := slices.Index(w.edits, e) + 1; i > 0 && i < len(w.edits); i++ {
+		if n := w.edits[i]; n.item.Partition == e.item.Partition && n.item.Key == e.item.Key && strings.HasPrefix(n.op, "delete-") {
+			superseded = true
+		}
+	}
 	w.mu.Unlock()
+	if superseded {
+		w.logf("restore %s/%s: not restored from this backup, a later deletion's is newer", e.item.Partition, e.item.Key)
+		return
+	}
 	it := e.item.Clone()
 	it.Version = 0
 	if e.op == "delete-identity" {
