@@ -19,22 +19,18 @@ import (
 // readIdentity reads the stream's identity item (in the stream's own
 // partition), retrying transient errors.
 func (m *member) readIdentity(ctx context.Context) (identityItem, error) {
-	for attempt := 0; ; attempt++ {
-		it, err := m.c.table.Get(ctx, m.stream, keyIdentity)
-		if err == nil {
-			ii, err := decodeIdentity(it)
-			if err != nil {
-				return ii, fmt.Errorf("fleet: stream %s: %w", m.stream, err)
-			}
-			return ii, nil
-		}
+	it, err := getWaiting(ctx, m.c.table, m.stream, keyIdentity)
+	if err != nil {
 		if fatal(err) {
 			return identityItem{}, fmt.Errorf("fleet: stream %s: reading the identity item: %w", m.stream, err)
 		}
-		if err := sleep(ctx, backoff(attempt)); err != nil {
-			return identityItem{}, err
-		}
+		return identityItem{}, err
 	}
+	ii, err := decodeIdentity(it)
+	if err != nil {
+		return ii, fmt.Errorf("fleet: stream %s: %w", m.stream, err)
+	}
+	return ii, nil
 }
 
 // readIdentityInForce reads the identity item as readIdentity does, and
@@ -45,21 +41,16 @@ func (m *member) readIdentity(ctx context.Context) (identityItem, error) {
 // fleet's, and read a stream re-created meanwhile from the old one's
 // positions.
 func (m *member) readIdentityInForce(ctx context.Context) (identityItem, error) {
-	for attempt := 0; ; attempt++ {
+	for {
 		ii, err := m.readIdentity(ctx)
 		if err != nil || ii.item.Exists() || m.gen > 0 {
 			return ii, err
 		}
-		err = m.checkIdentityGone(ctx)
-		switch {
+		// Its reads wait out a failing table themselves.
+		switch err := m.checkIdentityGone(ctx); {
 		case err == nil:
 			return ii, nil
-		case errors.Is(err, errIdentityAppeared):
-			continue
-		case errors.Is(err, ErrIdentityMissing) || fatal(err):
-			return identityItem{}, err
-		}
-		if err := sleep(ctx, backoff(attempt)); err != nil {
+		case !errors.Is(err, errIdentityAppeared):
 			return identityItem{}, err
 		}
 	}
@@ -162,14 +153,14 @@ func appeared(ctx context.Context, table Table, stream string) bool {
 
 // readWaiting runs read, a read of the table, again after each failure of
 // unknown outcome (a read failed, throttled, an outage), with backoff,
-// until it succeeds, fails for good, or ctx ends.
+// until it succeeds, fails for good (its error), or ctx ends (ctx's).
 func readWaiting(ctx context.Context, read func() error) error {
 	for attempt := 0; ; attempt++ {
 		err := read()
 		if err == nil || fatal(err) {
 			return err
 		}
-		if serr := sleep(ctx, backoff(attempt)); serr != nil {
+		if err := sleep(ctx, backoff(attempt)); err != nil {
 			return err
 		}
 	}

@@ -500,34 +500,30 @@ func (st stagingStore) LoadStart(ctx context.Context, stream string) (time.Time,
 	if err := st.shared().check(ctx, stream); err != nil {
 		return time.Time{}, false, err
 	}
-	for attempt := 0; ; attempt++ {
-		it, err := m.c.table.Get(ctx, m.part, keyInit)
-		if err == nil {
-			ii, err := decodeInit(it)
-			if err != nil {
-				return time.Time{}, false, err
-			}
-			if ii.t0.IsZero() && m.gen > 0 {
-				// The start-over's T0 comes from the identity item:
-				// one missing (deleted by hand) or of a later
-				// generation is an error, never "no T0 yet", which
-				// would resolve LATEST at a fresh T0 and skip what
-				// the new stream received since it was created.
-				id, err := st.shared().Identity(ctx, stream)
-				if err != nil {
-					return time.Time{}, false, err
-				}
-				return kinesisload.StartOverT0(id), true, nil
-			}
-			return ii.t0, !ii.t0.IsZero(), nil
-		}
+	it, err := getWaiting(ctx, m.c.table, m.part, keyInit)
+	if err != nil {
 		if fatal(err) {
 			return time.Time{}, false, fmt.Errorf("fleet: stream %s: reading the initialisation item: %w", stream, err)
 		}
-		if err := sleep(ctx, backoff(attempt)); err != nil {
+		return time.Time{}, false, err
+	}
+	ii, err := decodeInit(it)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	if ii.t0.IsZero() && m.gen > 0 {
+		// The start-over's T0 comes from the identity item: one
+		// missing (deleted by hand) or of a later generation is an
+		// error, never "no T0 yet", which would resolve LATEST at a
+		// fresh T0 and skip what the new stream received since it was
+		// created.
+		id, err := st.shared().Identity(ctx, stream)
+		if err != nil {
 			return time.Time{}, false, err
 		}
+		return kinesisload.StartOverT0(id), true, nil
 	}
+	return ii.t0, !ii.t0.IsZero(), nil
 }
 
 // SaveStart implements [kinesisload.StartStore]: t0 is written into the
