@@ -1048,3 +1048,30 @@ func TestAnIdentityRestoredFromBeforeAStartOverStopsTheHostsOfTheLaterGeneration
 		t.Fatalf("Acquire = %v, want ErrIdentityBehind naming generation 1", err)
 	}
 }
+
+// A host whose leaving write is refused many times over (a throttled or
+// loaded table) keeps trying while its beat is live and is marked left,
+// so the other hosts count it out at once. (It gave up at the first
+// refusal: the roster it read back showed its entry not left, which it
+// took for a fatal error; a loaded dynalite's fleet test found a host
+// that had closed not marked left.)
+func TestLeaveKeepsTryingToMarkTheHostLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, fleet.Config{})
+		ctx := context.Background()
+		a := w.host("a")
+		w.seed(a, 1)
+		w.advance(w.cfg.RenewInterval)
+		a.table.Refuse(10)
+		if err := a.m.Leave(ctx); err != nil {
+			t.Fatalf("Leave = %v, want nil once the table takes the write", err)
+		}
+		info, err := fleet.Inspect(ctx, w.table, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hi, ok := info.Hosts["a"]; !ok || !hi.Left {
+			t.Errorf("host a after Leave: %+v (listed %v), want marked left", hi, ok)
+		}
+	})
+}

@@ -314,50 +314,63 @@ func (m *member) addHint(ids []string) {
 	}
 }
 
-// markLeft marks our roster entry left: idempotent, so retried (six
-// tries, within ctx: on a loaded table three calls of CallTimeout could
-// all time out); when it does not land the beat expires instead.
+// markLeft marks our roster entry left: idempotent, so retried until it
+// lands, ctx ends, the table says this host is down ([ErrDown]), or a
+// LeaseDuration has passed: by then our last beat has expired and the
+// other hosts count us out without it.
 func (m *member) markLeft(ctx context.Context) error {
-	var err error
-	for attempt := range 6 {
-		m.mu.Lock()
-		next := m.nextEntry()
-		next.left = true
-		old := ""
-		if m.entryKnown && (m.entry.counter > 0 || m.entry.changes > 0) {
-			old = m.entry.String()
-		}
-		m.mu.Unlock()
-		cctx, cancel := context.WithTimeout(ctx, m.c.cfg.CallTimeout)
-		_, err = m.c.table.SetEntry(cctx, m.part, keyRoster, fieldBeats, m.me, old, next.String())
-		if err != nil && !fatal(err) {
-			var it Item
-			it, err = m.c.table.Get(cctx, m.part, keyRoster)
-			if err == nil {
-				if r, derr := decodeRoster(it); derr == nil {
-					b, ok := r.beats[m.me]
-					switch {
-					case !ok || b.left:
-						cancel()
-						return nil
-					default:
-						m.mu.Lock()
-						m.entry, m.entryKnown = b, true
-						m.mu.Unlock()
-						err = errors.New("our roster entry moved")
-					}
-				}
-			}
-		}
-		cancel()
-		if err == nil {
+	// Bounded by both clocks: the Config's may be a manual one that
+	// stands still while we retry.
+	giveUp, began := m.c.now().Add(m.c.cfg.LeaseDuration), time.Now()
+	expired := func() bool {
+		return !m.c.now().Before(giveUp) || time.Since(began) >= m.c.cfg.LeaseDuration
+	}
+	for attempt := 0; ; attempt++ {
+		done, err := m.tryMarkLeft(ctx)
+		switch {
+		case done:
 			return nil
-		}
-		if fatal(err) || sleep(ctx, backoff(attempt)) != nil {
-			break
+		case fatal(err) || errors.Is(err, ErrDown) || expired() || sleep(ctx, backoff(attempt)) != nil:
+			return fmt.Errorf("fleet: host %s leaving stream %s: %w (its heartbeat expires instead)", m.me, m.stream, err)
 		}
 	}
-	return fmt.Errorf("fleet: host %s leaving stream %s: %w (its heartbeat expires instead)", m.me, m.stream, err)
+}
+
+// tryMarkLeft writes our roster entry left once, over the entry we last
+// knew. When the write fails or its answer is lost it reads the roster:
+// done if the entry is left (or gone); otherwise the entry read is the
+// one the next try writes over, and the error is an [ErrConflict].
+func (m *member) tryMarkLeft(ctx context.Context) (done bool, err error) {
+	m.mu.Lock()
+	next := m.nextEntry()
+	next.left = true
+	old := ""
+	if m.entryKnown && (m.entry.counter > 0 || m.entry.changes > 0) {
+		old = m.entry.String()
+	}
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, m.c.cfg.CallTimeout)
+	defer cancel()
+	_, err = m.c.table.SetEntry(ctx, m.part, keyRoster, fieldBeats, m.me, old, next.String())
+	if err == nil || fatal(err) {
+		return err == nil, err
+	}
+	it, rerr := m.c.table.Get(ctx, m.part, keyRoster)
+	if rerr != nil {
+		return false, errors.Join(err, rerr)
+	}
+	r, rerr := decodeRoster(it)
+	if rerr != nil {
+		return false, rerr
+	}
+	b, ok := r.beats[m.me]
+	if !ok || b.left {
+		return true, nil
+	}
+	m.mu.Lock()
+	m.entry, m.entryKnown = b, true
+	m.mu.Unlock()
+	return false, fmt.Errorf("%w: our roster entry is not left (%w)", ErrConflict, err)
 }
 
 // flush writes the positions of our leases, one entry per shard, in
