@@ -179,3 +179,14 @@ func TestAJoinWaitsOutAFailingTable(t *testing.T) {
 func TestAnItemIsRestoredFromItsLatestBackup(t *testing.T) {
 	replaySeed(t, 30111503, 2)
 }
+
+// Seed 30015576 (no liveness; 1 run in 15 before the fix): a COMPLETED
+// parent's item was deleted by hand and saved again, open, by a new host;
+// another host, whose view still had it COMPLETED, activated the merge
+// child. No host leased the child, but every start took it for read and
+// stopped with a ParentAfterChildError. The fleet now loads such a child
+// as waiting for its parents.
+// TestAnUnreadChildActivatedBesideAnOpenParentLoadsAsPending.
+func TestAChildActivatedOnAStaleViewWaitsForItsReopenedParent(t *testing.T) {
+	replaySeed(t, 30015576, 4)
+}

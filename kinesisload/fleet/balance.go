@@ -674,7 +674,7 @@ func (m *member) acquireReason(was *shardItem) kinesisload.AcquireReason {
 		return kinesisload.AcquireExpired
 	case was.handoff == m.me:
 		return kinesisload.AcquireHandoff // its owner released it to us
-	case was.epoch == 0 || was.epoch == epochBase(m.gen) || was.epoch == was.base:
+	case !was.everOwned(m.gen):
 		return kinesisload.AcquireInitial
 	default:
 		return kinesisload.AcquireUnowned

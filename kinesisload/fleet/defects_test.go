@@ -1075,3 +1075,48 @@ func TestLeaveKeepsTryingToMarkTheHostLeft(t *testing.T) {
 		}
 	})
 }
+
+// A merge child that a host with a stale view of a parent saved ACTIVE
+// (the parent's item was deleted by hand and saved again, open, by
+// another host) was never leased, so never read: Load says it waits for
+// its parents, and the Loader reads the open parent first instead of
+// stopping for a parent after its child. Once both parents are COMPLETED
+// it loads ACTIVE again. (Found by the simulation, seed 30015576: every
+// start stopped with a ParentAfterChildError.)
+func TestAnUnreadChildActivatedBesideAnOpenParentLoadsAsPending(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	a := w.host("a")
+	open := kinesisload.ShardProgress{State: kinesisload.StateActive, Position: scan.TrimHorizon()}
+	p, q := open, open
+	p.ShardID, q.ShardID = "p", "q"
+	child := kinesisload.ShardProgress{ShardID: "c", Parents: []string{"p", "q"}, State: kinesisload.StatePendingParent, Position: scan.TrimHorizon()}
+	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		return st.Save(ctx, "s", []kinesisload.ShardProgress{p, q, child})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	completed := kinesisload.ShardProgress{ShardID: "q", State: kinesisload.StateCompleted, Position: scan.ShardEnd()}
+	activated := child
+	activated.State = kinesisload.StateActive
+	if err := a.m.Store().Save(ctx, "s", []kinesisload.ShardProgress{completed, activated}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.m.Store().Load(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["c"].State != kinesisload.StatePendingParent {
+		t.Errorf("child c with parent p open loads %v, want PENDING_PARENT", got["c"].State)
+	}
+	completed.ShardID = "p"
+	if err := a.m.Store().Save(ctx, "s", []kinesisload.ShardProgress{completed}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = a.m.Store().Load(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if got["c"].State != kinesisload.StateActive {
+		t.Errorf("child c with both parents COMPLETED loads %v, want ACTIVE", got["c"].State)
+	}
+}

@@ -279,6 +279,12 @@ func (s *shardItem) visible(committed string) kinesisload.ShardProgress {
 	return p
 }
 
+// everOwned reports whether a host of generation gen ever owned the
+// shard: its epoch moved from the one it was created at.
+func (s *shardItem) everOwned(gen uint64) bool {
+	return s.epoch != 0 && s.epoch != epochBase(gen) && s.epoch != s.base
+}
+
 // with returns a copy of s whose progress is p, the pending positions
 // dropped once the committed batch is known (they are in p).
 func (s *shardItem) with(p kinesisload.ShardProgress, committed string) *shardItem {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/scan"
 )
 
 // sharedStore is the shared progress of a stream, through one member: its
@@ -114,9 +115,33 @@ func (st sharedStore) Load(ctx context.Context, stream string) (map[string]kines
 		if p.State == 0 && p.Position.Kind == 0 && len(p.Parents) == 0 {
 			continue // pending only: invisible
 		}
+		if st.m.unreadChildOfOpenParent(shards, committed, s, p) {
+			p.State = kinesisload.StatePendingParent
+		}
 		out[id] = p
 	}
 	return out, nil
+}
+
+// unreadChildOfOpenParent reports whether s (whose progress is p) is
+// ACTIVE at its start but was never owned, while a parent of its item in
+// the table is not COMPLETED. No host read it (leasable grants no lease on
+// such a child), so it is loaded as waiting for its parents: a host with a
+// stale view of a parent (a parent's item deleted by hand and saved again
+// by another host) may have activated it, and the Loader must not take it
+// for a read child and refuse to read the parent (found by the
+// simulation, seed 30015576).
+func (m *member) unreadChildOfOpenParent(shards map[string]*shardItem, committed string, s *shardItem, p kinesisload.ShardProgress) bool {
+	if p.State != kinesisload.StateActive || p.Position.Kind == scan.KindAfterSequence || p.Position.Kind == scan.KindShardEnd ||
+		s.owner != "" || s.everOwned(m.gen) {
+		return false
+	}
+	for _, par := range p.Parents {
+		if ps, ok := shards[par]; ok && ps.visible(committed).State != kinesisload.StateCompleted {
+			return true
+		}
+	}
+	return false
 }
 
 // Started implements [kinesisload.StartedStore]: the fleet's
