@@ -40,8 +40,8 @@
 //   - SplitShard, MergeShards, UpdateShardCount (up to 8 open shards);
 //   - a process's start, SIGKILL (nothing it sends after the instant
 //     arrives; on one host with its journal's tail torn as a power loss
-//     leaves it: cut past the acknowledged bytes, maybe followed by
-//     zeros), graceful stop (Close), and kill points: the n-th call of a
+//     leaves it: cut past the acknowledged bytes, or zeros from a sector
+//     boundary past them), graceful stop (Close), and kill points: the n-th call of a
 //     Kinesis operation, a Sink's Deliver or Checkpoints, a journal Append
 //     or Snapshot, a table write or read, before or after it took effect
 //     (after a Deliver: between the Sink's transaction and the commit;

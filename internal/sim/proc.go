@@ -499,7 +499,12 @@ func (p *proc) noteAcked() {
 // damageTail tears the newest segment's tail after the acknowledged bytes
 // as a machine that lost power mid-write leaves it (the journal's crash
 // model, see package journal): the file cut at a random point past them,
-// and sometimes followed by zeros (pages allocated, never written).
+// or sometimes followed by zeros (pages allocated, never written). Disks
+// write a 512-byte sector whole or not at all, so zeros start at a sector
+// boundary, or at the acknowledged end when the sector holding it kept
+// its old contents. (Zeros from inside a sector, which no crash leaves,
+// made the journal refuse to open as it documents for damage: seed
+// 50007289.)
 func (p *proc) damageTail() {
 	p.mu.Lock()
 	seg, acked := p.segment, p.acked
@@ -516,6 +521,7 @@ func (p *proc) damageTail() {
 	zeros := 0
 	if p.w.chance(0.5) {
 		zeros = 1 + p.w.intn(2048)
+		cut = max(acked, cut&^511)
 	}
 	err = os.Truncate(seg, cut)
 	if err == nil && zeros > 0 {
