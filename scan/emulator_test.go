@@ -22,48 +22,68 @@ import (
 	"github.com/tidemark/tidemark/scan"
 )
 
-// TestKinesisLocal runs the cases the emulator can express against
-// kinesis-local, written by other people against the real service: real
-// time, real HTTP (so server time comes from the Date header), real
-// arrival timestamps. Expiry (24 h retention, 300 s iterators) and
-// throttling (not enforced) are covered by the fake only.
-func TestKinesisLocal(t *testing.T) {
+// localEnv is a kinesis-local started for one test, with a client and
+// the helpers of the cases run against it.
+type localEnv struct {
+	client  *kinesis.Client
+	streams atomic.Int64
+}
+
+// startKinesisLocal starts kinesis-local for t. The cases against it are
+// written by other people against the real service: real time, real
+// HTTP (so server time comes from the Date header), real arrival
+// timestamps. Expiry (24 h retention, 300 s iterators) and throttling
+// (not enforced) are covered by the fake only.
+func startKinesisLocal(t *testing.T) *localEnv {
 	e := emulator.Start(t, emulator.KinesisLocal)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	t.Cleanup(http.DefaultClient.CloseIdleConnections) // the emulator's health check
-	client := kinesis.New(kinesis.Options{
+	return &localEnv{client: kinesis.New(kinesis.Options{
 		Region:       emulator.Region,
 		BaseEndpoint: aws.String(e.Endpoint),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTIDEMARKTEST", "secret", ""),
 		HTTPClient:   &http.Client{Transport: tr},
-	})
-	var streams atomic.Int64
-	newStream := func(t *testing.T, shards int) string {
-		name := fmt.Sprintf("scan-%d", streams.Add(1))
-		kinesistest.NewStream(t, client, name, shards)
-		return name
-	}
-	resolve := func(t *testing.T, cfg scan.Config, c scan.Client, stream string, shards ...string) ([]scan.ShardResult, error) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		if cfg.CallInterval == 0 {
-			// kinesis-local does not enforce the 5 calls a second per
-			// shard that pacing keeps to (pacing has tests of its own):
-			// the scans of a record per page run at its speed.
-			cfg.CallInterval = -1
-		}
-		return newResolver(t, cfg).Resolve(ctx, scan.Request{Client: c, Stream: stream, Shards: shards})
-	}
-	pause := func(d time.Duration) func(int) {
-		return func(i int) {
-			if i > 0 && i%20 == 0 {
-				time.Sleep(d)
-			}
-		}
-	}
+	})}
+}
 
+// newStream creates a stream of its own for t.
+func (e *localEnv) newStream(t *testing.T, shards int) string {
+	name := fmt.Sprintf("scan-%d", e.streams.Add(1))
+	kinesistest.NewStream(t, e.client, name, shards)
+	return name
+}
+
+// resolve resolves shards of stream through c with cfg, unpaced unless
+// cfg says otherwise.
+func (e *localEnv) resolve(t *testing.T, cfg scan.Config, c scan.Client, stream string, shards ...string) ([]scan.ShardResult, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if cfg.CallInterval == 0 {
+		// kinesis-local does not enforce the 5 calls a second per
+		// shard that pacing keeps to (pacing has tests of its own):
+		// the scans of a record per page run at its speed.
+		cfg.CallInterval = -1
+	}
+	return newResolver(t, cfg).Resolve(ctx, scan.Request{Client: c, Stream: stream, Shards: shards})
+}
+
+// pause sleeps d after every 20th put: records of distinct arrival times.
+func pause(d time.Duration) func(int) {
+	return func(i int) {
+		if i > 0 && i%20 == 0 {
+			time.Sleep(d)
+		}
+	}
+}
+
+// On kinesis-local, every strategy and page limit resolves "now" to just
+// after the last record, whatever the shard holds: nothing, one record,
+// records sharing timestamps, bursts with gaps, a closed shard.
+func TestKinesisLocalResolvesNowAfterTheLastRecord(t *testing.T) {
+	e := startKinesisLocal(t)
+	client, newStream, resolve := e.client, e.newStream, e.resolve
 	t.Run("server time", func(t *testing.T) {
 		name := newStream(t, 1)
 		out, err := client.GetShardIterator(context.Background(), &kinesis.GetShardIteratorInput{StreamName: aws.String(name), ShardId: aws.String(shard0), ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
@@ -75,7 +95,7 @@ func TestKinesisLocal(t *testing.T) {
 		}
 	})
 
-	cases := []struct {
+	setups := []struct {
 		name  string
 		setup func(t *testing.T, stream string) string
 	}{
@@ -98,7 +118,7 @@ func TestKinesisLocal(t *testing.T) {
 			return after(seq)
 		}},
 	}
-	for _, tc := range cases {
+	for _, tc := range setups {
 		t.Run(tc.name, func(t *testing.T) {
 			stream := newStream(t, 1)
 			want := tc.setup(t, stream)
@@ -118,6 +138,14 @@ func TestKinesisLocal(t *testing.T) {
 		})
 	}
 
+}
+
+// On kinesis-local, a scan meets what real pages and clocks do: empty
+// pages in the middle, a skewed local clock, records that arrive while it
+// runs.
+func TestKinesisLocalScanMeetsOddPagesAndClocks(t *testing.T) {
+	e := startKinesisLocal(t)
+	client, newStream, resolve := e.client, e.newStream, e.resolve
 	t.Run("empty pages in the middle", func(t *testing.T) {
 		stream := newStream(t, 1)
 		want := after(putN(t, client, stream, shard0, 40, 10, pause(300*time.Millisecond)))
@@ -153,40 +181,53 @@ func TestKinesisLocal(t *testing.T) {
 		// bisection probes, each with a GetRecords call (they are in the
 		// past, so never refused); the full scan reads 40 records 10 at a
 		// time. So the calls chosen below always happen.
-		for st, calls := range map[scan.Strategy][]int{scan.StrategyProbe: {1, 2, 5, 9}, scan.StrategyFullScan: {1, 3, 5}} {
+		var calls sync.WaitGroup
+		defer calls.Wait()
+		for st, ns := range map[scan.Strategy][]int{scan.StrategyProbe: {1, 2, 5, 9}, scan.StrategyFullScan: {1, 3, 5}} {
 			cfg := scan.Config{Strategy: st, PageLimit: 10, HeadLimit: 1, Resolution: time.Millisecond}
-			for _, n := range calls {
-				stream := newStream(t, 1)
-				putN(t, client, stream, shard0, 40, 10, pause(200*time.Millisecond))
-				c := &onCall{Client: client, n: n, entered: make(chan struct{}), release: make(chan struct{})}
-				type outcome struct {
-					res []scan.ShardResult
-					err error
-				}
-				done := make(chan outcome)
-				go func() {
-					res, err := resolve(t, cfg, c, stream, shard0)
-					done <- outcome{res, err}
-				}()
-				var want string
-				select {
-				case <-c.entered:
-					want = after(putN(t, client, stream, shard0, 15, 10, nil))
-					close(c.release)
-				case o := <-done:
-					t.Fatalf("%s: the scan ended (%v) before GetRecords call %d", st, o.err, n)
-				}
-				o := <-done
-				if o.err != nil {
-					t.Fatalf("%s, call %d: %v", st, n, o.err)
-				}
-				if got := o.res[0].Position.String(); got != want {
-					t.Errorf("%s, records put before GetRecords call %d: %s, want %s", st, n, got, want)
-				}
+			for _, n := range ns {
+				calls.Go(func() {
+					t.Run(fmt.Sprintf("%s before call %d", st, n), func(t *testing.T) {
+						stream := newStream(t, 1)
+						putN(t, client, stream, shard0, 40, 10, pause(200*time.Millisecond))
+						c := &onCall{Client: client, n: n, entered: make(chan struct{}), release: make(chan struct{})}
+						type outcome struct {
+							res []scan.ShardResult
+							err error
+						}
+						done := make(chan outcome)
+						go func() {
+							res, err := resolve(t, cfg, c, stream, shard0)
+							done <- outcome{res, err}
+						}()
+						var want string
+						select {
+						case <-c.entered:
+							want = after(putN(t, client, stream, shard0, 15, 10, nil))
+							close(c.release)
+						case o := <-done:
+							t.Fatalf("the scan ended (%v) before GetRecords call %d", o.err, n)
+						}
+						o := <-done
+						if o.err != nil {
+							t.Fatalf("call %d: %v", n, o.err)
+						}
+						if got := o.res[0].Position.String(); got != want {
+							t.Errorf("records put before GetRecords call %d: %s, want %s", n, got, want)
+						}
+					})
+				})
 			}
 		}
 	})
 
+}
+
+// On kinesis-local, a batch fails whole for a missing shard, stops at its
+// context's cancel, and reads at most Workers shards at once.
+func TestKinesisLocalBatchFailsWholeAndKeepsItsBound(t *testing.T) {
+	e := startKinesisLocal(t)
+	client, newStream, resolve := e.client, e.newStream, e.resolve
 	t.Run("a missing shard fails the batch", func(t *testing.T) {
 		stream := newStream(t, 3)
 		ids := shardIDs(t, client, stream)
