@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"net/http"
 	"runtime"
@@ -730,6 +731,29 @@ func BenchmarkFleetBalance(b *testing.B) {
 	b.ReportMetric(ratio(kill, lease), "kill-leases")
 }
 
+// split splits shard id of the stream at the middle of its hash keys.
+func (r *benchFleet) split(tb testing.TB, id string) {
+	tb.Helper()
+	out, err := r.fake.ListShards(context.Background(), &kinesis.ListShardsInput{StreamName: aws.String("orders")})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, sh := range out.Shards { // the first page: id is the first shard
+		if aws.ToString(sh.ShardId) != id {
+			continue
+		}
+		lo, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.StartingHashKey), 10)
+		hi, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.EndingHashKey), 10)
+		mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+		if _, err := r.fake.SplitShard(context.Background(), &kinesis.SplitShardInput{StreamName: aws.String("orders"),
+			ShardToSplit: sh.ShardId, NewStartingHashKey: aws.String(mid.String())}); err != nil {
+			tb.Fatal(err)
+		}
+		return
+	}
+	tb.Fatalf("no shard %s to split", id)
+}
+
 // epochs sums the epochs of the shards in info: its growth over a window
 // is the number of owner changes (lease moves) in it.
 func epochs(info StreamInfo) uint64 {
@@ -743,8 +767,10 @@ func epochs(info StreamInfo) uint64 {
 // BenchmarkFleetCoordinationCost: -fleet.costhosts hosts (4) share
 // -fleet.costshards shards (1,000); once they are balanced, every DynamoDB
 // call of every host is counted for -fleet.window while the stream is
-// idle, then as long while every shard receives -fleet.rate records a
-// second (each shard commits all the time), with CheckpointInterval
+// idle, then as long again while one shard splits at the window's start
+// (the hints of issue 19: each host reads the items the change wrote, not
+// the partition), then as long while every shard receives -fleet.rate
+// records a second (each shard commits all the time), with CheckpointInterval
 // -fleet.checkpoint (0: the package default). The Loaders list shards at
 // the default interval. Reported, idle and at load, per second: writes
 // (PutItem, UpdateItem, DeleteItem) and their write capacity units,
@@ -772,8 +798,8 @@ func BenchmarkFleetCoordinationCost(b *testing.B) {
 	if kclCkpt == 0 {
 		kclCkpt = renew
 	}
-	var idle, load *tally
-	var idleMoves, loadMoves uint64
+	var idle, split, load *tally
+	var idleMoves, splitMoves, loadMoves uint64
 	var delivered atomic.Int64
 	for b.Loop() {
 		fake := kinesistest.New(kinesistest.WithoutLimits(), kinesistest.WithShardLimit(shards+10), kinesistest.WithRetention(10*time.Minute))
@@ -788,11 +814,12 @@ func BenchmarkFleetCoordinationCost(b *testing.B) {
 		began := time.Now()
 		r.waitFair(began, hosts, 20*time.Minute)
 		b.Logf("%d hosts balanced on %d shards in %v", nhosts, shards, time.Since(began).Round(time.Second))
-		measure := func(name string) (*tally, uint64) {
+		measure := func(name string, change func()) (*tally, uint64) {
 			_, before := r.owners()
 			for _, h := range hosts {
 				r.hosts[h].count.take()
 			}
+			change()
 			time.Sleep(window)
 			t := newTally(window)
 			for _, h := range hosts {
@@ -803,12 +830,13 @@ func BenchmarkFleetCoordinationCost(b *testing.B) {
 			return t, epochs(after) - epochs(before)
 		}
 		time.Sleep(max(ckpt, renew) + lease) // the initial positions are written
-		idle, idleMoves = measure("idle")
+		idle, idleMoves = measure("idle", func() {})
+		split, splitMoves = measure("split", func() { r.split(b, r.ids[0]) })
 		stop := make(chan struct{})
 		wg := r.produceRate(stop, *benchRate, 100, nil)
 		time.Sleep(max(ckpt, lease)) // every shard is committing
 		d0 := delivered.Load()
-		load, loadMoves = measure("load")
+		load, loadMoves = measure("load", func() {})
 		b.Logf("at load: %.0f records/s delivered (%.0f put)", float64(delivered.Load()-d0)/window.Seconds(), float64(shards)**benchRate)
 		close(stop)
 		wg.Wait()
@@ -824,7 +852,7 @@ func BenchmarkFleetCoordinationCost(b *testing.B) {
 		t     *tally
 		moves uint64
 		kcl   float64
-	}{{"idle", idle, idleMoves, kclIdle}, {"load", load, loadMoves, kclLoad}} {
+	}{{"idle", idle, idleMoves, kclIdle}, {"split", split, splitMoves, kclIdle}, {"load", load, loadMoves, kclLoad}} {
 		w, rd := p.t.sum(false), p.t.sum(true)
 		_, rcu, _, wcu := p.t.hottest()
 		writes := p.t.per(float64(w.calls))
@@ -840,6 +868,10 @@ func BenchmarkFleetCoordinationCost(b *testing.B) {
 		b.ReportMetric(p.kcl, p.name+"-kcl-writes/s")
 		b.ReportMetric(p.kcl/writes, p.name+"-kcl/ours")
 	}
+	// What the split cost in reads: the split window's read units less
+	// the idle window's (the same length).
+	b.ReportMetric(split.sum(true).units-idle.sum(true).units, "split-extra-RU")
+	b.ReportMetric(float64(split.sum(true).calls)-float64(idle.sum(true).calls), "split-extra-reads")
 }
 
 // BenchmarkFleetSmall: the small fleet issue 19 compares with other
