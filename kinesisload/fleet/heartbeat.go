@@ -316,12 +316,15 @@ func (m *member) addHint(ids []string) {
 
 // markLeft marks our roster entry left: idempotent, so retried until it
 // lands, ctx ends, the table says this host is down ([ErrDown]), or a
-// LeaseDuration has passed: by then our last beat has expired and the
-// other hosts count us out without it.
+// LeaseDuration has passed since the start of our last beat that landed:
+// by then the other hosts count us out without it.
 func (m *member) markLeft(ctx context.Context) error {
-	// Bounded by both clocks: the Config's may be a manual one that
-	// stands still while we retry.
-	giveUp, began := m.c.now().Add(m.c.cfg.LeaseDuration), time.Now()
+	m.mu.Lock()
+	giveUp := m.lastOK.Add(m.c.cfg.LeaseDuration)
+	m.mu.Unlock()
+	// Bounded on the wall clock too: the Config's may be a manual one
+	// that stands still while we retry.
+	began := time.Now()
 	expired := func() bool {
 		return !m.c.now().Before(giveUp) || time.Since(began) >= m.c.cfg.LeaseDuration
 	}
@@ -356,6 +359,9 @@ func (m *member) tryMarkLeft(ctx context.Context) (done bool, err error) {
 		return err == nil, err
 	}
 	it, rerr := m.c.table.Get(ctx, m.part, keyRoster)
+	if fatal(rerr) {
+		return false, rerr
+	}
 	if rerr != nil {
 		return false, errors.Join(err, rerr)
 	}

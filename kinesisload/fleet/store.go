@@ -124,7 +124,9 @@ func (st sharedStore) Load(ctx context.Context, stream string) (map[string]kines
 }
 
 // unreadChildOfOpenParent reports whether s (whose progress is p) is
-// ACTIVE at its start but was never owned, while a parent of its item in
+// ACTIVE at a start (TRIM_HORIZON, as a child begins, or a timestamp; not
+// a sequence number, which an import or a rewind may have set after a
+// read) but was never owned, while a parent of its item in
 // the table is not COMPLETED. No host read it (leasable grants no lease on
 // such a child), so it is loaded as waiting for its parents: a host with a
 // stale view of a parent (a parent's item deleted by hand and saved again
@@ -132,8 +134,8 @@ func (st sharedStore) Load(ctx context.Context, stream string) (map[string]kines
 // for a read child and refuse to read the parent (found by the
 // simulation, seed 30015576).
 func (m *member) unreadChildOfOpenParent(shards map[string]*shardItem, committed string, s *shardItem, p kinesisload.ShardProgress) bool {
-	if p.State != kinesisload.StateActive || p.Position.Kind == scan.KindAfterSequence || p.Position.Kind == scan.KindShardEnd ||
-		s.owner != "" || s.everOwned(m.gen) {
+	atStart := p.Position.Kind == scan.KindTrimHorizon || p.Position.Kind == scan.KindAtTimestamp
+	if p.State != kinesisload.StateActive || !atStart || s.owner != "" || s.everOwned(m.gen) {
 		return false
 	}
 	for _, par := range p.Parents {
