@@ -219,8 +219,7 @@ func describeStreamMeta(ctx context.Context, c scan.Client, stream string, timeo
 // DELETING refuses calls with it). With start-over configured, Run waits
 // for such a stream (see awaitStream).
 func streamAbsent(err error) bool {
-	_, inUse := errors.AsType[*types.ResourceInUseException](err)
-	return errorIsNotFound(err) || errors.Is(err, ErrStreamDeleted) || inUse
+	return errorIsNotFound(err) || errors.Is(err, ErrStreamDeleted) || streamInUse(err)
 }
 
 // awaitStream waits, with start-over configured, until the stream is
@@ -261,6 +260,30 @@ func (s *session) awaitStream(ctx context.Context, cause error) error {
 			return err
 		}
 	}
+}
+
+// streamInUse reports whether err is Kinesis's ResourceInUseException,
+// which a stream CREATING or DELETING answers to reads.
+func streamInUse(err error) bool {
+	_, ok := errors.AsType[*types.ResourceInUseException](err)
+	return ok
+}
+
+// explainInUse returns err (a call refused with a ResourceInUseException)
+// wrapping too the reason the stream gives when it is being deleted
+// ([ErrStreamDeleted]) or is gone (ResourceNotFoundException): "not
+// currently ACTIVE" alone does not say that the stream is going.
+func (s *session) explainInUse(ctx context.Context, err error) error {
+	_, derr := describeStream(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
+	if derr == nil || ctx.Err() != nil || !(errors.Is(derr, ErrStreamDeleted) || errorIsNotFound(derr)) {
+		return err
+	}
+	if re, ok := errors.AsType[*RunError](err); ok {
+		explained := *re
+		explained.Err = fmt.Errorf("%w (DescribeStreamSummary: %w)", re.Err, derr)
+		return &explained
+	}
+	return stopError(s.l.cfg.Stream, "", "DescribeStreamSummary", ErrKinesis, fmt.Errorf("%w (%w)", derr, err))
 }
 
 // explainVanished returns, instead of err (a lineage violation: tracked

@@ -229,6 +229,8 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 				return stopError(l.cfg.Stream, "", "DescribeStreamSummary", ErrKinesis, werr)
 			}
 			continue
+		case err != nil && ctx.Err() == nil && streamInUse(err):
+			return env.explainInUse(ctx, err)
 		case err != nil:
 			return err
 		case ctx.Err() != nil:
