@@ -190,3 +190,16 @@ func TestAnItemIsRestoredFromItsLatestBackup(t *testing.T) {
 func TestAChildActivatedOnAStaleViewWaitsForItsReopenedParent(t *testing.T) {
 	replaySeed(t, 30015576, 4)
 }
+
+// Seeds 60080300, 60057535 and 60059801 (no liveness; every run): the
+// host that committed the fleet's initialisation stopped before its first
+// round, so the batch's progress was never folded into the shards' items;
+// the init item deleted by hand took a COMPLETED parent's state with it,
+// the parent was read again after its child, and every start stopped with
+// a ParentAfterChildError. Other hosts now fold a gone committer's batch.
+// TestAnotherHostFoldsTheProgressOfACommitterThatLeft.
+func TestAnInitialisationWhoseCommitterLeftIsFoldedByAnotherHost(t *testing.T) {
+	replaySeed(t, 60080300, 2)
+	replaySeed(t, 60057535, 2)
+	replaySeed(t, 60059801, 2)
+}

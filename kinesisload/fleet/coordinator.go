@@ -245,8 +245,10 @@ type member struct {
 	// names another epoch.
 	// fold is the token of the initialisation this host committed, while
 	// its pending progress is not yet in every shard's item (see
-	// foldCommitted).
+	// foldCommitted). unfoldedSince is when this host first saw items
+	// whose progress only the committed batch of another host holds.
 	fold          string
+	unfoldedSince time.Time
 	keepPositions bool
 	orphans       map[string]posEntry
 	posVersions   []uint64

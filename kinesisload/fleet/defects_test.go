@@ -1120,3 +1120,45 @@ func TestAnUnreadChildActivatedBesideAnOpenParentLoadsAsPending(t *testing.T) {
 		t.Errorf("child c with both parents COMPLETED loads %v, want ACTIVE", got["c"].State)
 	}
 }
+
+// A host that committed the initialisation and left before its first
+// round never folded the batch's progress into the shards' items: another
+// host does it a LeaseDuration after it sees them unfolded, so deleting
+// the init item by hand still loses no shard's state. (Found by the
+// simulation, seeds 60080300, 60057535 and 60059801: a COMPLETED parent's
+// state lived only in the batch, went with the init item, and the parent
+// was read again after its child: every start stopped with a
+// ParentAfterChildError.)
+func TestAnotherHostFoldsTheProgressOfACommitterThatLeft(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	a := w.host("a")
+	ids := w.seed(a, 2)
+	if err := a.m.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	delete(w.hosts, "a")
+	w.host("b")
+	w.advance(2 * w.cfg.LeaseDuration)
+	for _, it := range mustQuery(t, w.table, "s") {
+		if strings.HasPrefix(it.Key, "shard#") && len(it.Maps["pend"]) > 0 {
+			t.Errorf("%s still holds only pending progress two lease durations after the commit", it.Key)
+		}
+	}
+	it, err := w.table.Get(ctx, "s", "init")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.table.Delete(ctx, "s", "init", it.Version); err != nil {
+		t.Fatal(err)
+	}
+	info, err := fleet.Inspect(ctx, w.table, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if got := info.Shards[id].Progress; got.State != kinesisload.StateActive || got.Position.Kind != scan.KindTrimHorizon {
+			t.Errorf("%s without the init item: %v, want ACTIVE at TRIM_HORIZON", id, got)
+		}
+	}
+}
