@@ -445,6 +445,7 @@ func (w *world) checkLineage() {
 	// of a required one (a record before the start, not required, may be
 	// delivered by a re-read from further back, after the children).
 	first, last := map[string]int{}, map[string]int{}
+	firstData, lastData := map[string]string{}, map[string]string{}
 	from := w.fleetPromise()
 	for _, p := range w.ledger.puts {
 		i, ok := w.ledger.first[p.data]
@@ -452,10 +453,14 @@ func (w *world) checkLineage() {
 			continue
 		}
 		if f, ok := first[p.shard]; !ok || i < f {
-			first[p.shard] = i
+			first[p.shard], firstData[p.shard] = i, p.data
 		}
-		if w.isRequired(p, w.gen, from) {
-			last[p.shard] = max(last[p.shard], i)
+		// Owed as the loss oracle counts it: a record an operator's
+		// rewind moved the shard past is owed nothing, its order neither
+		// (a zombie's batch in flight may still deliver it, after the
+		// children: seed 60037776).
+		if _, _, owed := w.ledger.owed(p, w.isRequired(p, w.gen, from)); owed && i >= last[p.shard] {
+			last[p.shard], lastData[p.shard] = i, p.data
 		}
 	}
 	for child, ps := range parents {
@@ -465,7 +470,8 @@ func (w *world) checkLineage() {
 		}
 		for _, p := range ps {
 			if l, ok := last[p]; ok && l > c {
-				w.failures = append(w.failures, fmt.Sprintf("lineage: a record of %s was first delivered before the last of its parent %s", child, p))
+				w.failures = append(w.failures, fmt.Sprintf("lineage: a record of %s (%s, delivery %d) was first delivered before the last of its parent %s (%s, delivery %d)",
+					child, firstData[child], c, p, lastData[p], l))
 			}
 		}
 	}
