@@ -47,10 +47,14 @@ func (r *timedRecorder) all() []timed {
 // Rewind during a running fleet, as an operator runs it: two hosts on
 // dynalite read a kinesis-local stream while a producer writes to both
 // shards; tidemark rewind moves one shard back. The shard restarts at the
-// new position within a lease duration (its records after the position
-// are delivered again, in order), the other shard is not delivered again,
-// and nothing the producer wrote is lost.
-func TestRewindDuringARunningFleetRestartsTheShardWithinALeaseDuration(t *testing.T) {
+// new position (its records after the position are delivered again, in
+// order), the other shard is not delivered again, and nothing the
+// producer wrote is lost. How soon it restarts is logged, not asserted
+// (real clocks on a loaded machine: 0.3 to 0.7 s idle, 4.5 s once at a
+// load of 8); that the hosts act on a rewind at their next round, not at
+// a lease's expiry, is asserted on a manual clock by kinesisload/fleet's
+// TestRewindIsSeenAtTheNextRoundNotAfterResync.
+func TestRewindDuringARunningFleetRestartsTheShardAtTheNewPosition(t *testing.T) {
 	const lease = 4 * time.Second
 	kin := emulator.Start(t, emulator.KinesisLocal)
 	dyn := emulator.Start(t, emulator.Dynalite)
@@ -125,11 +129,7 @@ func TestRewindDuringARunningFleetRestartsTheShardWithinALeaseDuration(t *testin
 		}
 		return false
 	})
-	took := restarted.Sub(began)
-	t.Logf("the shard restarted at the new position %v after the rewind began (lease duration %v)", took, lease)
-	if took > lease {
-		t.Errorf("the shard restarted %v after the rewind, more than a lease duration (%v)", took, lease)
-	}
+	t.Logf("the shard restarted at the new position %v after the rewind began (lease duration %v)", restarted.Sub(began), lease)
 
 	time.Sleep(time.Second)
 	stopProducer()
