@@ -481,9 +481,9 @@ func (s *session) confirmIdentity(ctx context.Context) error {
 	}
 }
 
-// explainAttempts bounds the DescribeStreamSummary calls of explain:
-// it runs when the Loader stops anyway, and must not hold the stop for an
-// outage.
+// explainAttempts bounds the DescribeStreamSummary calls of explain
+// without start-over configured: it runs when the Loader stops anyway, and
+// must not hold the stop for an outage.
 const explainAttempts = 5
 
 // explain returns a [*StreamMismatchError] instead of err, a consume loop's
@@ -498,16 +498,34 @@ func (s *session) explain(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return err
 	}
+	// With start-over configured the answer decides between starting
+	// over and stopping: ask for as long as Run would wait for the
+	// stream (a DescribeStreamSummary failing for 21 s stopped Run for a
+	// re-created stream it was configured to start over on: seed
+	// 90014580).
+	startOver := s.l.cfg.OnStreamRecreated == StreamRecreatedStartOver
+	deadline := time.Now().Add(s.l.cfg.StreamWaitTimeout)
 	var cur StreamIdentity
 	var derr error
-	for attempt := 1; attempt <= explainAttempts; attempt++ {
+	for attempt := 1; ; attempt++ {
 		cur, derr = describeStream(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
-		if derr == nil || !kerr.IsRetryable(derr) || attempt == explainAttempts {
+		last := attempt >= explainAttempts && (!startOver || time.Now().After(deadline))
+		if derr == nil || !kerr.IsRetryable(derr) || last {
 			break
 		}
 		if backoff.Sleep(ctx, s.l.throttlePolicy().Delay(attempt)) != nil {
 			return err
 		}
+	}
+	if derr != nil && startOver && streamAbsent(derr) {
+		// Gone or going: Run waits for it (awaitStream), then checks
+		// whether it was re-created.
+		if re, ok := errors.AsType[*RunError](err); ok {
+			explained := *re
+			explained.Err = fmt.Errorf("%w (DescribeStreamSummary: %w)", re.Err, derr)
+			return &explained
+		}
+		return stopError(s.l.cfg.Stream, "", "DescribeStreamSummary", ErrKinesis, fmt.Errorf("%w (%w)", derr, err))
 	}
 	if derr != nil || cur.Equal(s.identity) {
 		return err

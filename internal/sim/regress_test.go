@@ -214,3 +214,14 @@ func TestAnInitialisationWhoseCommitterLeftIsFoldedByAnotherHost(t *testing.T) {
 func TestARecordARewindSkippedIsOwedNoOrder(t *testing.T) {
 	replaySeed(t, 60037776, 4)
 }
+
+// Seed 90014580 (Run stopped; every run): with StreamRecreatedStartOver, a
+// position refused by a re-created stream was explained while
+// DescribeStreamSummary failed (reset for 21 s) and then while the stream
+// was deleted again: the Loader stopped for the refused position instead
+// of waiting for the stream and starting over. explain now keeps asking
+// within StreamWaitTimeout when start-over is configured, and a stream it
+// finds gone or going is waited for.
+func TestARefusedPositionIsStartedOverThroughADescribeOutage(t *testing.T) {
+	replaySeed(t, 90014580, 2)
+}
