@@ -278,6 +278,13 @@ func (s *session) explainInUse(ctx context.Context, err error) error {
 	if derr == nil || ctx.Err() != nil || !(errors.Is(derr, ErrStreamDeleted) || errorIsNotFound(derr)) {
 		return err
 	}
+	return s.withStreamState(err, derr)
+}
+
+// withStreamState returns err, a stop, wrapping too derr, what
+// DescribeStreamSummary said of the stream (gone or going): still the
+// stop's *RunError when err is one.
+func (s *session) withStreamState(err, derr error) error {
 	if re, ok := errors.AsType[*RunError](err); ok {
 		explained := *re
 		explained.Err = fmt.Errorf("%w (DescribeStreamSummary: %w)", re.Err, derr)
@@ -520,12 +527,7 @@ func (s *session) explain(ctx context.Context, err error) error {
 	if derr != nil && startOver && streamAbsent(derr) {
 		// Gone or going: Run waits for it (awaitStream), then checks
 		// whether it was re-created.
-		if re, ok := errors.AsType[*RunError](err); ok {
-			explained := *re
-			explained.Err = fmt.Errorf("%w (DescribeStreamSummary: %w)", re.Err, derr)
-			return &explained
-		}
-		return stopError(s.l.cfg.Stream, "", "DescribeStreamSummary", ErrKinesis, fmt.Errorf("%w (%w)", derr, err))
+		return s.withStreamState(err, derr)
 	}
 	if derr != nil || cur.Equal(s.identity) {
 		return err
