@@ -219,7 +219,13 @@ func describeStreamMeta(ctx context.Context, c scan.Client, stream string, timeo
 // DELETING refuses calls with it). With start-over configured, Run waits
 // for such a stream (see awaitStream).
 func streamAbsent(err error) bool {
-	return errorIsNotFound(err) || errors.Is(err, ErrStreamDeleted) || streamInUse(err)
+	return streamGone(err) || streamInUse(err)
+}
+
+// streamGone reports whether err says the stream is gone
+// (ResourceNotFoundException) or being deleted ([ErrStreamDeleted]).
+func streamGone(err error) bool {
+	return errorIsNotFound(err) || errors.Is(err, ErrStreamDeleted)
 }
 
 // awaitStream waits, with start-over configured, until the stream is
@@ -275,7 +281,7 @@ func streamInUse(err error) bool {
 // currently ACTIVE" alone does not say that the stream is going.
 func (s *session) explainInUse(ctx context.Context, err error) error {
 	_, derr := describeStream(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
-	if derr == nil || ctx.Err() != nil || !(errors.Is(derr, ErrStreamDeleted) || errorIsNotFound(derr)) {
+	if derr == nil || ctx.Err() != nil || !streamGone(derr) {
 		return err
 	}
 	return s.withStreamState(err, derr)
@@ -297,8 +303,7 @@ func (s *session) withStreamState(err, derr error) error {
 // shards missing from a listing), the reason the stream itself gives when
 // it is being deleted or is gone; otherwise err.
 func (s *session) explainVanished(ctx context.Context, err error) error {
-	if _, derr := describeStream(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout); derr != nil && ctx.Err() == nil &&
-		(errors.Is(derr, ErrStreamDeleted) || errorIsNotFound(derr)) {
+	if _, derr := describeStream(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout); derr != nil && ctx.Err() == nil && streamGone(derr) {
 		return stopError(s.l.cfg.Stream, "", "DescribeStreamSummary", ErrKinesis, derr)
 	}
 	return err

@@ -344,15 +344,19 @@ func digest(shards map[string]*shardItem, committed string) uint64 {
 func leasable(shards map[string]*shardItem, committed string, id string) bool {
 	s := shards[id]
 	p := s.visible(committed)
-	if p.State == kinesisload.StateCompleted {
-		return false
-	}
+	return p.State != kinesisload.StateCompleted && !parentOpen(shards, committed, p)
+}
+
+// parentOpen reports whether a parent of p has an item in shards that is
+// not COMPLETED (a parent without an item counts as done: pruned, or
+// never tracked).
+func parentOpen(shards map[string]*shardItem, committed string, p kinesisload.ShardProgress) bool {
 	for _, par := range p.Parents {
 		if ps, ok := shards[par]; ok && ps.visible(committed).State != kinesisload.StateCompleted {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // free reports whether s may be taken by m: unowned, owned by a host m

@@ -135,15 +135,7 @@ func (st sharedStore) Load(ctx context.Context, stream string) (map[string]kines
 // simulation, seed 30015576).
 func (m *member) unreadChildOfOpenParent(shards map[string]*shardItem, committed string, s *shardItem, p kinesisload.ShardProgress) bool {
 	atStart := p.Position.Kind == scan.KindTrimHorizon || p.Position.Kind == scan.KindAtTimestamp
-	if p.State != kinesisload.StateActive || !atStart || s.owner != "" || s.everOwned(m.gen) {
-		return false
-	}
-	for _, par := range p.Parents {
-		if ps, ok := shards[par]; ok && ps.visible(committed).State != kinesisload.StateCompleted {
-			return true
-		}
-	}
-	return false
+	return p.State == kinesisload.StateActive && atStart && s.owner == "" && !s.everOwned(m.gen) && parentOpen(shards, committed, p)
 }
 
 // Started implements [kinesisload.StartedStore]: the fleet's
