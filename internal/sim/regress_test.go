@@ -225,3 +225,16 @@ func TestARecordARewindSkippedIsOwedNoOrder(t *testing.T) {
 func TestARefusedPositionIsStartedOverThroughADescribeOutage(t *testing.T) {
 	replaySeed(t, 90014580, 2)
 }
+
+// Seed 90004365 (no liveness; 7 runs in 60): a fleet host paused past its
+// fence, then slowed by table latency, won a shard by a take that landed
+// as it fenced itself (or whose answer it lost): it held no lease for it,
+// while the item named it owner. Another host asked
+// for the shard, reserving it: the owner gave up only shards it was sure
+// of, no host takes a live host's shard, and the shard was read by no one
+// for the 300 s after the faults healed. The owner now gives such a
+// shard up to the asker.
+// TestAHostGivesUpAShardItsTakeWonUnbeknownWhenAskedForIt.
+func TestAShardAFencedTakeWonIsGivenUpToTheHostThatAsked(t *testing.T) {
+	replaySeed(t, 90004365, 6)
+}

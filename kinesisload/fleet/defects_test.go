@@ -1155,3 +1155,53 @@ func TestAnotherHostFoldsTheProgressOfACommitterThatLeft(t *testing.T) {
 	}
 	deleteInitAndCheckActive(t, w, ids)
 }
+
+// A take whose answer was lost and whose read-back failed leaves the host
+// unsure whether it won the shard; when it had (the item names it owner),
+// the host holds no lease for it. A live host that then asked for the
+// shard reserved it: the owner never answered (it answers for leases it
+// holds, and gave up only shards it was sure of), no other host takes a
+// live host's shard, and the shard was read by no one for as long as both
+// lived (found by the simulation, seed 90004365). The owner gives it up
+// to the asker.
+func TestAHostGivesUpAShardItsTakeWonUnbeknownWhenAskedForIt(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, fleet.Config{})
+	a := w.host("a")
+	ids := w.seed(a, 2)
+	w.acquire(a, ids[1])
+	w.advance(w.cfg.RenewInterval) // a's view settles: its next round reads nothing
+	if ls, err := a.m.Acquire(ctx, ids); err != nil || len(ls) != 0 {
+		t.Fatalf("Acquire = %v, %v; want nothing granted yet", ls, err)
+	}
+	a.table.LoseAnswers(2) // its beat's answer, and its take's
+	a.table.FailReads(2)   // the read-back of each
+	w.now.Add(int64(w.cfg.RenewInterval))
+	a.c.Round()
+	info, err := fleet.Inspect(ctx, w.table, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.Shards[ids[0]].Owner; got != "a" {
+		t.Fatalf("after the take whose answer was lost, %s's owner is %q, want a: the test no longer makes the take it means to", ids[0], got)
+	}
+	if ls, err := a.m.Acquire(ctx, ids); err != nil || len(ls) != 0 {
+		t.Fatalf("Acquire = %v, %v; want nothing granted: a does not know its take landed", ls, err)
+	}
+	b := w.host("b")
+	for range 20 {
+		ls, err := b.m.Acquire(ctx, ids[:1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ls) == 1 {
+			return
+		}
+		if _, err := a.m.Acquire(ctx, ids[1:]); err != nil {
+			t.Fatal(err)
+		}
+		w.advance(w.cfg.RenewInterval)
+	}
+	info, _ = fleet.Inspect(ctx, w.table, "s")
+	t.Fatalf("after 20 rounds b holds no lease on %s (item: %+v): a shard a live host won without knowing it is read by no one", ids[0], info.Shards[ids[0]])
+}
