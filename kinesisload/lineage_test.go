@@ -3,12 +3,15 @@ package kinesisload
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/google/go-cmp/cmp"
 	"github.com/tidemark/tidemark/journal"
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
@@ -414,5 +417,155 @@ func TestExpiredCompletedParentReleasesChild(t *testing.T) {
 	r.stop(t)
 	if len(rec.delivered()) != 2 {
 		t.Errorf("delivered %q, want only the children's records", rec.delivered())
+	}
+}
+
+// A child starts as soon as its parent completes, even while a periodic
+// ListShards is held up (slow, throttled, retried): the schedule's loop
+// lists shards off the loop, and goes on finishing shards and starting
+// their children meanwhile. It listed them in line, and a completed
+// shard's children waited for the listing: 3 to 7 s in the fan-out kill
+// loop, where ListShards met injected faults.
+func TestAChildStartsWhileAListingIsHeldUp(t *testing.T) {
+	s := newFakeStream(t, 1)
+	s.put(shard0, "parent-1")
+	s.split(shard0)
+	children := s.openShards()
+	for _, c := range children {
+		s.put(c, "child-of-"+c)
+	}
+
+	rec := newRecorder()
+	parentHeld, releaseParent := make(chan struct{}, 1), make(chan struct{})
+	rec.fail = func(b Batch) error {
+		if b.ShardID == shard0 && len(b.Records) > 0 {
+			select {
+			case parentHeld <- struct{}{}:
+			default:
+			}
+			<-releaseParent
+		}
+		return nil
+	}
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon(), ListShardsInterval: 20 * time.Millisecond},
+		WithClient(s.f), WithStore(memStore(t, journal.NewMemory())), WithHooks(rec))
+	<-parentHeld
+
+	// Every ListShards from now on is held until the end of the test.
+	listing, unblock := make(chan struct{}, 100), make(chan struct{})
+	remove := s.f.Inject(kinesistest.Fault{Op: kinesistest.OpListShards, Entered: listing, Block: unblock})
+	var once sync.Once
+	release := func() { once.Do(func() { remove(); close(unblock) }) }
+	defer release()
+	select {
+	case <-listing: // a periodic listing is in flight, and held
+	case <-time.After(10 * time.Second):
+		t.Fatal("no ListShards within 10 s of the parent's first batch")
+	}
+
+	close(releaseParent)
+	var want []string
+	for _, c := range children {
+		want = append(want, "child-of-"+c)
+	}
+	rec.waitFor(t, append([]string{"parent-1"}, want...)...) // while ListShards is held
+	release()
+	r.stop(t)
+}
+
+// staleLister is the fake, whose ListShards, once armed, holds its answer
+// (got before the hold) until released: a listing that returns after the
+// stream changed.
+type staleLister struct {
+	*kinesistest.Fake
+	armed   atomic.Bool
+	got     chan struct{} // receives once the held answer was got
+	release chan struct{}
+}
+
+func (c *staleLister) ListShards(ctx context.Context, in *kinesis.ListShardsInput, opts ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	out, err := c.Fake.ListShards(ctx, in, opts...)
+	if err == nil && c.armed.CompareAndSwap(true, false) {
+		c.got <- struct{}{}
+		select {
+		case <-c.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return out, err
+}
+
+// A listing that began before a shard split and returns after the
+// Loader read the shard to its end and completed it lists the shard open:
+// applied, it would take the COMPLETED shard for progress of another
+// stream and stop Run with a lineage error. The Loader drops a listing
+// during which its shards' states changed, and lists again: the children
+// are found and read.
+func TestAListingOlderThanACompletionIsListedAgain(t *testing.T) {
+	s := newFakeStream(t, 1)
+	s.put(shard0, "parent-1")
+	client := &staleLister{Fake: s.f, got: make(chan struct{}, 1), release: make(chan struct{})}
+	rec := newRecorder()
+	parentHeld, releaseParent := make(chan struct{}, 1), make(chan struct{})
+	rec.fail = func(b Batch) error {
+		if b.ShardID == shard0 && len(b.Records) > 0 {
+			select {
+			case parentHeld <- struct{}{}:
+			default:
+			}
+			<-releaseParent
+		}
+		return nil
+	}
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon(), ListShardsInterval: 20 * time.Millisecond},
+		WithClient(client), WithStore(memStore(t, journal.NewMemory())), WithHooks(rec))
+	<-parentHeld
+	client.armed.Store(true)
+	select {
+	case <-client.got: // a listing holds an answer with the parent open
+	case <-time.After(10 * time.Second):
+		t.Fatal("no ListShards within 10 s of the parent's first batch")
+	}
+	s.split(shard0)
+	children := s.openShards()
+	var want []string
+	for _, c := range children {
+		want = append(want, "child-of-"+c)
+		s.put(c, "child-of-"+c)
+	}
+	close(releaseParent)
+	waitUntil(t, "the parent completed", func() bool {
+		for _, e := range rec.events() {
+			if e.kind == "state" && e.shard == shard0 && e.state == StateCompleted {
+				return true
+			}
+		}
+		return false
+	})
+	close(client.release) // the stale answer returns
+	rec.waitFor(t, want...)
+	if err := r.stop(t); !errors.Is(err, ErrClosed) {
+		t.Errorf("Run = %v, want ErrClosed", err)
+	}
+}
+
+// The topology's fingerprint, which tells a stale listing, changes when
+// shards change state together: FNV's hash alone moved by one of a few
+// small multiples of its prime, and two shards completed at once
+// (shardId-000000000318 and -319 of a split's two children) cancelled out,
+// so a listing older than both completions was applied.
+func TestTheTopologysFingerprintChangesWhenShardsCompleteTogether(t *testing.T) {
+	for i := range 2000 {
+		a, b := fmt.Sprintf("shardId-%012d", i), fmt.Sprintf("shardId-%012d", i+1)
+		top := newTopology("orders", scan.TrimHorizon(), nil, map[string]ShardProgress{
+			a: {State: StateActive, Position: scan.TrimHorizon()},
+			b: {State: StateActive, Position: scan.TrimHorizon()},
+		})
+		before := top.fingerprint()
+		top.apply([]ShardProgress{{ShardID: a, State: StateCompleted, Position: scan.ShardEnd()}, {ShardID: b, State: StateCompleted, Position: scan.ShardEnd()}})
+		if top.fingerprint() == before {
+			t.Fatalf("%s and %s completed together: the fingerprint did not change", a, b)
+		}
 	}
 }

@@ -555,6 +555,14 @@ func (s *session) refresh(ctx context.Context, t *topology) error {
 	if err != nil {
 		return err
 	}
+	return s.applyListing(ctx, t, shards)
+}
+
+// applyListing merges a listing of the stream's shards into the topology,
+// saves what changed, activates the children whose parents are all
+// COMPLETED, and prunes. The listing must be newer than every change of
+// the topology's shards and states (see scheduler.list).
+func (s *session) applyListing(ctx context.Context, t *topology, shards []types.Shard) error {
 	updates, err := s.observe(t, shards)
 	if err != nil {
 		return s.explainVanished(ctx, err)
@@ -584,12 +592,13 @@ func (s *session) observe(t *topology, shards []types.Shard) ([]ShardProgress, e
 func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc, t *topology) error {
 	sc := &scheduler{s: s, t: t, gctx: gctx, hctx: hctx, gstop: gstop,
 		done: make(chan shardDone), finished: make(chan struct{}),
-		hint: make(chan struct{}, 1), running: map[string]bool{}}
+		hint: make(chan struct{}, 1), running: map[string]bool{}, listed: make(chan listing)}
 	// For a MultiSink one windower batches every shard's pages (window.go).
 	if s.l.multi != nil {
 		sc.windows = newWindower(s, hctx, true)
 		defer s.endWindows(sc.windows)
 	}
+	defer sc.listers.Wait() // after finished is closed: a listing ends with gctx
 	defer close(sc.finished)
 	sc.start()
 	if s.replayOver(t) {
@@ -605,14 +614,96 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 		case d := <-sc.done:
 			sc.finish(d)
 		case <-ticker.C:
-			sc.relist(s.refresh)
+			sc.list(false)
 		case <-s.m.Wake():
 			sc.relist(s.sync)
 		case <-sc.hint:
-			sc.relist(s.refresh)
+			sc.list(true)
+		case r := <-sc.listed:
+			sc.listedShards(r)
 		case <-gctx.Done():
 			return sc.drain()
 		}
+	}
+}
+
+// listing is what a ListShards made off the schedule's loop found: the
+// shards, or the error that stops the session; and the topology's
+// fingerprint when it began.
+type listing struct {
+	shards []types.Shard
+	err    error
+	began  uint64
+}
+
+// maxStaleListings is how many listings in a row list may find stale
+// before it lists in the loop, as refresh does, so that a topology that
+// keeps changing is still listed.
+const maxStaleListings = 3
+
+// list brings the topology up to date as refresh does, but calls
+// ListShards in a goroutine of its own, so that the loop goes on finishing
+// shards and starting their children while ListShards is slow, throttled
+// or retried (a loop blocked in it for 3-7 s delayed every child's start
+// in the fan-out kill loop). One listing is in flight at a time: a tick
+// meanwhile is skipped, but a listing asked for because a loop found its
+// shard closed is made when the one in flight returns, which may predate
+// the close.
+func (sc *scheduler) list(again bool) {
+	if sc.stopping() {
+		return
+	}
+	if sc.listing {
+		sc.listAgain = sc.listAgain || again
+		return
+	}
+	if sc.stale >= maxStaleListings {
+		sc.stale = 0
+		sc.relist(sc.s.refresh)
+		return
+	}
+	// What other hosts committed first: the listing must be newer than
+	// every shard and state the topology holds.
+	if err := sc.s.sync(sc.gctx, sc.t); err != nil {
+		if sc.gctx.Err() == nil {
+			sc.stop(err)
+		}
+		return
+	}
+	sc.listing, sc.listAgain = true, false
+	began := sc.t.fingerprint()
+	sc.listers.Go(func() {
+		shards, err := sc.s.listShardsChecked(sc.gctx)
+		select {
+		case sc.listed <- listing{shards: shards, err: err, began: began}:
+		case <-sc.finished:
+		}
+	})
+}
+
+// listedShards applies a listing made by list and starts what became
+// ready. A listing during which the topology's shards or states changed
+// (a shard completed, another host's progress loaded) is stale: it may
+// list open a shard whose end was read since, or miss a shard created
+// since, which observe takes for progress of another stream or records
+// expired. It is dropped, and the shards listed again.
+func (sc *scheduler) listedShards(r listing) {
+	sc.listing = false
+	switch {
+	case r.err == nil && sc.t.fingerprint() != r.began:
+		sc.stale++
+		sc.listAgain = true
+	default:
+		sc.stale = 0
+		sc.relist(func(ctx context.Context, t *topology) error {
+			if r.err != nil {
+				return r.err
+			}
+			return sc.s.applyListing(ctx, t, r.shards)
+		})
+	}
+	if sc.listAgain {
+		sc.list(false)
 	}
 }
 
@@ -631,6 +722,14 @@ type scheduler struct {
 	hint     chan struct{} // a loop found its shard closed: list again
 	running  map[string]bool
 	fatal    error
+	// listed receives the listing made off the loop (list); listing is
+	// true while one is in flight, listAgain when another was asked for
+	// meanwhile; stale counts the listings in a row found stale; listers
+	// is the goroutine that makes them.
+	listed             chan listing
+	listing, listAgain bool
+	stale              int
+	listers            sync.WaitGroup
 }
 
 // stop records the first error that stops the session (nil: a stop

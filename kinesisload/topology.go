@@ -423,6 +423,32 @@ func (t *topology) activate() []ShardProgress {
 	return updates
 }
 
+// fingerprint sums up the topology's shards and their states: it changes
+// when a shard is added or removed or its state changes (unless changes
+// cancel out in the sum of 64-bit hashes, which is vanishingly rare). One
+// pass, in no order, without allocating.
+func (t *topology) fingerprint() uint64 {
+	const offset, prime = 14695981039346656037, 1099511628211 // FNV-1a
+	sum := uint64(len(t.nodes)) << 56
+	for id, n := range t.nodes {
+		h := uint64(offset)
+		for i := 0; i < len(id); i++ {
+			h = (h ^ uint64(id[i])) * prime
+		}
+		h = (h ^ uint64(n.State)) * prime
+		// Mixed (murmur3's finaliser), so that the changes of two shards'
+		// states do not cancel out in the sum: FNV's last step alone
+		// moves a hash by one of a few small multiples of its prime.
+		h ^= h >> 33
+		h *= 0xff51afd7ed558ccd
+		h ^= h >> 33
+		h *= 0xc4ceb9fe1a85ec53
+		h ^= h >> 33
+		sum += h
+	}
+	return sum
+}
+
 // apply merges durable updates into the topology.
 func (t *topology) apply(updates []ShardProgress) {
 	for _, u := range updates {
