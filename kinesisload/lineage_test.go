@@ -3,7 +3,6 @@ package kinesisload
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -550,22 +549,52 @@ func TestAListingOlderThanACompletionIsListedAgain(t *testing.T) {
 	}
 }
 
-// The topology's fingerprint, which tells a stale listing, changes when
-// shards change state together: FNV's hash alone moved by one of a few
-// small multiples of its prime, and two shards completed at once
-// (shardId-000000000318 and -319 of a split's two children) cancelled out,
-// so a listing older than both completions was applied.
-func TestTheTopologysFingerprintChangesWhenShardsCompleteTogether(t *testing.T) {
-	for i := range 2000 {
-		a, b := fmt.Sprintf("shardId-%012d", i), fmt.Sprintf("shardId-%012d", i+1)
-		top := newTopology("orders", scan.TrimHorizon(), nil, map[string]ShardProgress{
-			a: {State: StateActive, Position: scan.TrimHorizon()},
-			b: {State: StateActive, Position: scan.TrimHorizon()},
-		})
-		before := top.fingerprint()
-		top.apply([]ShardProgress{{ShardID: a, State: StateCompleted, Position: scan.ShardEnd()}, {ShardID: b, State: StateCompleted, Position: scan.ShardEnd()}})
-		if top.fingerprint() == before {
-			t.Fatalf("%s and %s completed together: the fingerprint did not change", a, b)
-		}
+// slowLister is the fake, whose ListShards takes a while and is counted.
+type slowLister struct {
+	*kinesistest.Fake
+	delay time.Duration
+	calls atomic.Int32
+}
+
+func (c *slowLister) ListShards(ctx context.Context, in *kinesis.ListShardsInput, opts ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	c.calls.Add(1)
+	select {
+	case <-time.After(c.delay):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return c.Fake.ListShards(ctx, in, opts...)
+}
+
+// A shard split while it is read: the reader's hint asks for a listing
+// with the parent still ACTIVE, and the parent completes while the slow
+// listing is in flight. That listing, made after the split, lists the
+// parent closed and its children: it is applied, and the children start,
+// with one ListShards (taking every change during a listing for
+// staleness made it two, and each a slow one).
+func TestASplitDuringARunIsListedOnce(t *testing.T) {
+	s := newFakeStream(t, 1)
+	client := &slowLister{Fake: s.f, delay: 300 * time.Millisecond}
+	rec := newRecorder()
+	ih := newInitHook()
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon(), ListShardsInterval: time.Hour},
+		WithClient(client), WithStore(memStore(t, journal.NewMemory())), WithHooks(rec, ih))
+	ih.wait(t)
+	s.put(shard0, "parent-1")
+	rec.waitFor(t, "parent-1")
+
+	before := client.calls.Load()
+	s.split(shard0)
+	var want []string
+	for _, c := range s.openShards() {
+		want = append(want, "child-of-"+c)
+		s.put(c, "child-of-"+c)
+	}
+	rec.waitFor(t, want...)
+	if n := client.calls.Load() - before; n != 1 {
+		t.Errorf("%d ListShards between the split and the children's records, want 1", n)
+	}
+	if err := r.stop(t); !errors.Is(err, ErrClosed) {
+		t.Errorf("Run = %v, want ErrClosed", err)
 	}
 }

@@ -628,12 +628,12 @@ func (s *session) schedule(gctx, hctx context.Context, gstop context.CancelFunc,
 }
 
 // listing is what a ListShards made off the schedule's loop found: the
-// shards, or the error that stops the session; and the topology's
-// fingerprint when it began.
+// shards, or the error that stops the session; and the topology's shards
+// when it began (each: COMPLETED then or not).
 type listing struct {
 	shards []types.Shard
 	err    error
-	began  uint64
+	began  map[string]bool
 }
 
 // maxStaleListings is how many listings in a row list may find stale
@@ -662,16 +662,14 @@ func (sc *scheduler) list(again bool) {
 		sc.relist(sc.s.refresh)
 		return
 	}
-	// What other hosts committed first: the listing must be newer than
-	// every shard and state the topology holds.
-	if err := sc.s.sync(sc.gctx, sc.t); err != nil {
-		if sc.gctx.Err() == nil {
-			sc.stop(err)
-		}
+	// What other hosts committed first (and start what it made ready):
+	// the listing is then newer than every shard the topology holds.
+	sc.relist(sc.s.sync)
+	if sc.stopping() {
 		return
 	}
 	sc.listing, sc.listAgain = true, false
-	began := sc.t.fingerprint()
+	began := sc.t.completedNow()
 	sc.listers.Go(func() {
 		shards, err := sc.s.listShardsChecked(sc.gctx)
 		select {
@@ -682,15 +680,17 @@ func (sc *scheduler) list(again bool) {
 }
 
 // listedShards applies a listing made by list and starts what became
-// ready. A listing during which the topology's shards or states changed
-// (a shard completed, another host's progress loaded) is stale: it may
-// list open a shard whose end was read since, or miss a shard created
-// since, which observe takes for progress of another stream or records
-// expired. It is dropped, and the shards listed again.
+// ready. A listing older than a change of the topology made while it was
+// in flight is stale: it lists open a shard whose end was read since, or
+// misses a shard another host's progress brought in since, which observe
+// would take for progress of another stream or records expired. It is
+// dropped, and the shards listed again. (A listing during which a shard
+// it lists closed completed is not stale: the one a split's hint asks for
+// usually is.)
 func (sc *scheduler) listedShards(r listing) {
 	sc.listing = false
 	switch {
-	case r.err == nil && sc.t.fingerprint() != r.began:
+	case r.err == nil && sc.t.outdates(r.began, r.shards):
 		sc.stale++
 		sc.listAgain = true
 	default:

@@ -423,30 +423,39 @@ func (t *topology) activate() []ShardProgress {
 	return updates
 }
 
-// fingerprint sums up the topology's shards and their states: it changes
-// when a shard is added or removed or its state changes (unless changes
-// cancel out in the sum of 64-bit hashes, which is vanishingly rare). One
-// pass, in no order, without allocating.
-func (t *topology) fingerprint() uint64 {
-	const offset, prime = 14695981039346656037, 1099511628211 // FNV-1a
-	sum := uint64(len(t.nodes)) << 56
+// completedNow returns the topology's shards, each with whether it is
+// COMPLETED: what a listing made from now on is checked against (see
+// outdates).
+func (t *topology) completedNow() map[string]bool {
+	m := make(map[string]bool, len(t.nodes))
 	for id, n := range t.nodes {
-		h := uint64(offset)
-		for i := 0; i < len(id); i++ {
-			h = (h ^ uint64(id[i])) * prime
-		}
-		h = (h ^ uint64(n.State)) * prime
-		// Mixed (murmur3's finaliser), so that the changes of two shards'
-		// states do not cancel out in the sum: FNV's last step alone
-		// moves a hash by one of a few small multiples of its prime.
-		h ^= h >> 33
-		h *= 0xff51afd7ed558ccd
-		h ^= h >> 33
-		h *= 0xc4ceb9fe1a85ec53
-		h ^= h >> 33
-		sum += h
+		m[id] = n.State == StateCompleted
 	}
-	return sum
+	return m
+}
+
+// outdates reports whether the topology changed since began (its
+// completedNow when shards were listed) in a way that makes the listing
+// older than the topology, which observe would take for a broken
+// lineage: a shard the listing has open completed since (its end was
+// read, so it closed after the listing), or a shard the listing lacks
+// was added since (another host's progress named it).
+func (t *topology) outdates(began map[string]bool, shards []types.Shard) bool {
+	listed := make(map[string]bool, len(shards))
+	for _, s := range shards {
+		id := aws.ToString(s.ShardId)
+		listed[id] = true
+		open := s.SequenceNumberRange == nil || s.SequenceNumberRange.EndingSequenceNumber == nil
+		if n := t.nodes[id]; n != nil && open && n.State == StateCompleted && !began[id] {
+			return true
+		}
+	}
+	for id := range t.nodes {
+		if _, known := began[id]; !known && !listed[id] {
+			return true
+		}
+	}
+	return false
 }
 
 // apply merges durable updates into the topology.
