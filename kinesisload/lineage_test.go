@@ -419,6 +419,23 @@ func TestExpiredCompletedParentReleasesChild(t *testing.T) {
 	}
 }
 
+// holdBatches makes rec hold every batch of shard with records until
+// release is closed; held receives once the first one is held.
+func holdBatches(rec *recorder, shard string) (held <-chan struct{}, release chan struct{}) {
+	h, release := make(chan struct{}, 1), make(chan struct{})
+	rec.fail = func(b Batch) error {
+		if b.ShardID == shard && len(b.Records) > 0 {
+			select {
+			case h <- struct{}{}:
+			default:
+			}
+			<-release
+		}
+		return nil
+	}
+	return h, release
+}
+
 // A child starts as soon as its parent completes, even while a periodic
 // ListShards is held up (slow, throttled, retried): the schedule's loop
 // lists shards off the loop, and goes on finishing shards and starting
@@ -435,17 +452,7 @@ func TestAChildStartsWhileAListingIsHeldUp(t *testing.T) {
 	}
 
 	rec := newRecorder()
-	parentHeld, releaseParent := make(chan struct{}, 1), make(chan struct{})
-	rec.fail = func(b Batch) error {
-		if b.ShardID == shard0 && len(b.Records) > 0 {
-			select {
-			case parentHeld <- struct{}{}:
-			default:
-			}
-			<-releaseParent
-		}
-		return nil
-	}
+	parentHeld, releaseParent := holdBatches(rec, shard0)
 	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon(), ListShardsInterval: 20 * time.Millisecond},
 		WithClient(s.f), WithStore(memStore(t, journal.NewMemory())), WithHooks(rec))
 	<-parentHeld
@@ -499,24 +506,14 @@ func (c *staleLister) ListShards(ctx context.Context, in *kinesis.ListShardsInpu
 // Loader read the shard to its end and completed it lists the shard open:
 // applied, it would take the COMPLETED shard for progress of another
 // stream and stop Run with a lineage error. The Loader drops a listing
-// during which its shards' states changed, and lists again: the children
-// are found and read.
+// that lists open a shard completed since the listing began, and lists
+// again: the children are found and read.
 func TestAListingOlderThanACompletionIsListedAgain(t *testing.T) {
 	s := newFakeStream(t, 1)
 	s.put(shard0, "parent-1")
 	client := &staleLister{Fake: s.f, got: make(chan struct{}, 1), release: make(chan struct{})}
 	rec := newRecorder()
-	parentHeld, releaseParent := make(chan struct{}, 1), make(chan struct{})
-	rec.fail = func(b Batch) error {
-		if b.ShardID == shard0 && len(b.Records) > 0 {
-			select {
-			case parentHeld <- struct{}{}:
-			default:
-			}
-			<-releaseParent
-		}
-		return nil
-	}
+	parentHeld, releaseParent := holdBatches(rec, shard0)
 	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon(), ListShardsInterval: 20 * time.Millisecond},
 		WithClient(client), WithStore(memStore(t, journal.NewMemory())), WithHooks(rec))
 	<-parentHeld
