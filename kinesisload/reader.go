@@ -385,7 +385,7 @@ func (r *reader) closed(ctx context.Context) (bool, error) {
 		for _, s := range shards {
 			if aws.ToString(s.ShardId) == r.cfg.shard {
 				listed = true
-				closed = s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil
+				closed = shardClosed(s)
 			}
 		}
 		return nil

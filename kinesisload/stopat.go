@@ -104,7 +104,7 @@ func (s *session) listedOpen(ctx context.Context, shard string) bool {
 	}
 	for _, sh := range shards {
 		if aws.ToString(sh.ShardId) == shard {
-			return sh.SequenceNumberRange == nil || sh.SequenceNumberRange.EndingSequenceNumber == nil
+			return !shardClosed(sh)
 		}
 	}
 	return false

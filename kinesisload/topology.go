@@ -140,7 +140,7 @@ func (t *topology) observe(shards []types.Shard) ([]ShardProgress, error) {
 		}
 		slices.Sort(n.Parents)
 		n.listed = true
-		n.closed = s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil
+		n.closed = shardClosed(s)
 		n.keys = shardHashRange(s)
 	}
 	for _, id := range sortedKeys(t.nodes) {
@@ -423,6 +423,12 @@ func (t *topology) activate() []ShardProgress {
 	return updates
 }
 
+// shardClosed reports whether a listing shows s closed: it has an ending
+// sequence number.
+func shardClosed(s types.Shard) bool {
+	return s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil
+}
+
 // completedNow returns the topology's shards, each with whether it is
 // COMPLETED: what a listing made from now on is checked against (see
 // outdates).
@@ -445,8 +451,7 @@ func (t *topology) outdates(began map[string]bool, shards []types.Shard) bool {
 	for _, s := range shards {
 		id := aws.ToString(s.ShardId)
 		listed[id] = true
-		open := s.SequenceNumberRange == nil || s.SequenceNumberRange.EndingSequenceNumber == nil
-		if n := t.nodes[id]; n != nil && open && n.State == StateCompleted && !began[id] {
+		if n := t.nodes[id]; n != nil && !shardClosed(s) && n.State == StateCompleted && !began[id] {
 			return true
 		}
 	}
