@@ -409,3 +409,64 @@ func TestStartOverRefusedWhileSinkHoldsOldCheckpoints(t *testing.T) {
 		t.Errorf("archived %d times, want once", len(a))
 	}
 }
+
+// parentLastSink refuses, permanently, the start batch of one shard, after
+// waiting a while for the other starts: a crash inside initialisation
+// between the start batches of a TransactionalSink, at the worst moment.
+type parentLastSink struct {
+	*txSink
+	refuse string
+}
+
+func (s parentLastSink) Deliver(ctx context.Context, b Batch) error {
+	if b.ShardID == s.refuse && len(b.Records) == 0 {
+		select {
+		case <-time.After(250 * time.Millisecond): // the other starts land meanwhile, if they may
+		case <-ctx.Done():
+		}
+		return Permanent(errors.New("the start batch is refused"))
+	}
+	return s.txSink.Deliver(ctx, b)
+}
+
+// A TransactionalSink never holds a child's start without its parent's:
+// the starts are stored parents first. Otherwise an initialisation that
+// stopped between them, with its journal lost, left the child's start
+// (read as begun) and no row for a parent closed before T0, which the next
+// Run read from TRIM_HORIZON after the child: a ParentAfterChildError at
+// every start (simulation seed 110017179, where the fleet's init item,
+// holding T0, was deleted by hand).
+func TestTheSinkNeverHoldsAChildsStartWithoutItsParents(t *testing.T) {
+	s := newFakeStream(t, 1)
+	s.put(shard0, "history-parent")
+	s.split(shard0)
+	for _, c := range []string{shard1, shard2} {
+		s.put(c, "history-"+c)
+	}
+	s.settle()
+	tx := &txSink{recorder: *newRecorder()}
+	dir := t.TempDir()
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: parentLastSink{txSink: tx, refuse: shard0}, Dir: dir}, WithClient(s.f))
+	if err := r.wait(t); !errors.Is(err, ErrPermanent) {
+		t.Fatalf("Run = %v, want the Sink's permanent refusal", err)
+	}
+	if cps, _ := tx.Checkpoints(context.Background(), s.name); len(cps) != 0 {
+		t.Fatalf("the sink holds the starts %v without the parent's", cps)
+	}
+
+	// The journal is lost; the Sink is whole again.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	var put []string
+	for _, c := range []string{shard1, shard2} {
+		d := "new-" + c
+		s.put(c, d)
+		put = append(put, d)
+	}
+	r2 := start(t, context.Background(), Config{Stream: s.name, Sink: tx, Dir: dir}, WithClient(s.f))
+	tx.waitFor(t, put...)
+	if err := r2.stop(t); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run = %v, want ErrClosed", err)
+	}
+}

@@ -1124,6 +1124,14 @@ const startStoreParallelism = 16
 // LATEST again, later. It runs after the initialisation batch is journaled
 // (a crash before it is done is repaired by the next initialisation, from
 // the journal) and before any shard is read.
+//
+// The starts are stored a generation at a time, parents before children,
+// so that the Sink never holds a child's start without its parents'. A
+// crash between them, with the journal or the fleet's init item lost too,
+// leaves the Sink's rows a consistent cut: a child's start there is read
+// as begun, and without its parent's (a SHARD_END when the parent closed
+// before T0) the next start-up would read the parent from TRIM_HORIZON
+// after the child and stop with a ParentAfterChildError at every start.
 func (s *session) storeStarts(ctx context.Context, t *topology, inSink map[string]bool) (int, error) {
 	if s.l.tx == nil {
 		return 0, nil
@@ -1134,14 +1142,32 @@ func (s *session) storeStarts(ctx context.Context, t *topology, inSink map[strin
 	if se, ok := s.m.(StartEpocher); ok {
 		epoch = se.StartEpoch()
 	}
-	var batches []Batch
+	var waves [][]Batch // by depth in the lineage
+	memo := map[string]int{}
+	n := 0
 	for _, id := range sortedKeys(t.nodes) {
-		n := t.nodes[id]
-		if !n.listed || !t.tracked(id) || inSink[id] || n.Position.Kind == 0 || n.Position.Kind == scan.KindLatest {
+		nd := t.nodes[id]
+		if !nd.listed || !t.tracked(id) || inSink[id] || nd.Position.Kind == 0 || nd.Position.Kind == scan.KindLatest {
 			continue
 		}
-		batches = append(batches, Batch{Stream: t.stream, ShardID: id, Checkpoint: n.Position, Epoch: epoch})
+		d := t.depth(id, memo)
+		for len(waves) <= d {
+			waves = append(waves, nil)
+		}
+		waves[d] = append(waves[d], Batch{Stream: t.stream, ShardID: id, Checkpoint: nd.Position, Epoch: epoch})
+		n++
 	}
+	for _, wave := range waves {
+		if err := s.storeStartWave(ctx, wave); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// storeStartWave delivers one generation of storeStarts' start batches,
+// startStoreParallelism at a time.
+func (s *session) storeStartWave(ctx context.Context, batches []Batch) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(startStoreParallelism)
 	for _, b := range batches {
@@ -1161,11 +1187,11 @@ func (s *session) storeStarts(ctx context.Context, t *topology, inSink map[strin
 	}
 	if err := g.Wait(); err != nil {
 		if ctx.Err() != nil {
-			return 0, ctx.Err()
+			return ctx.Err()
 		}
-		return 0, err
+		return err
 	}
-	return len(batches), nil
+	return nil
 }
 
 // prune drops from the store and the topology every shard prunable

@@ -172,7 +172,8 @@ func (f SinkFunc) Deliver(ctx context.Context, b Batch) error { return f(ctx, b)
 //     along (order positions as [PositionStore.Save] documents: a start
 //     before any record position, SHARD_END last). So a journal lost or
 //     deleted before the first record arrives never makes the Loader
-//     resolve LATEST again, later;
+//     resolve LATEST again, later. The starts of a shard's parents are
+//     delivered (and stored) before the shard's own;
 //   - the batch that ends a closed shard when it holds no records, so
 //     that SHARD_END is stored.
 //
