@@ -238,3 +238,30 @@ func TestARefusedPositionIsStartedOverThroughADescribeOutage(t *testing.T) {
 func TestAShardAFencedTakeWonIsGivenUpToTheHostThatAsked(t *testing.T) {
 	replaySeed(t, 90004365, 6)
 }
+
+// Seed 110017179 (Run stopped; every run): a fleet host initialising with
+// LATEST was killed between the start batches it hands sinktest.Memory: a
+// child's start (begun, after its records before T0) was stored, its
+// parent's (SHARD_END: the parent closed before T0) was not. The init
+// item, holding T0, was then deleted by hand. Every later start found no
+// T0, no progress in the table and the Sink's rows, read the parent from
+// TRIM_HORIZON after the child, and stopped with a ParentAfterChildError.
+// The starts are now stored parents first.
+// TestTheSinkNeverHoldsAChildsStartWithoutItsParents.
+func TestTheSinkHoldsNoChildsStartWithoutItsParentsAfterTheInitItemIsLost(t *testing.T) {
+	replaySeed(t, 110017179, 1)
+}
+
+// Seed 110105956 (LOSS; every run): the init, identity and only shard item
+// were deleted by hand while a host read the shard. The host stopped: its
+// release found the shard's item gone and dropped the position, which no
+// other item held. The fleet then looked new, the next host resolved
+// LATEST at a fresh T0 and wrote the items again (so the operator's
+// restores failed), and what the stream received between the T0s was
+// never read. A release now writes a missing item again with the position
+// reached: the next Join refuses with ErrIdentityMissing until the
+// identity item is restored.
+// TestAReleaseWritesAgainTheItemOfItsShardDeletedByHand.
+func TestAShardItemDeletedByHandIsWrittenAgainByItsReleaseWithThePositionReached(t *testing.T) {
+	replaySeed(t, 110105956, 1)
+}

@@ -1205,3 +1205,57 @@ func TestAHostGivesUpAShardItsTakeWonUnbeknownWhenAskedForIt(t *testing.T) {
 	info, _ = fleet.Inspect(ctx, w.table, "s")
 	t.Fatalf("after 20 rounds b holds no lease on %s (item: %+v): a shard a live host won without knowing it is read by no one", ids[0], info.Shards[ids[0]])
 }
+
+// A shard's item deleted by hand while a host holds its lease: the release
+// writes it again, unowned at the lease's epoch, with the position the
+// host reached, which no other item holds. Dropped with the item, the
+// position was lost; and when the identity and init items were deleted
+// too, the fleet looked new to the next host, which resolved LATEST at a
+// fresh T0 and skipped what the stream received since the first
+// (simulation, seed 110105956). Now that host's Join refuses with
+// ErrIdentityMissing, naming what to restore.
+func TestAReleaseWritesAgainTheItemOfItsShardDeletedByHand(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	a := w.host("a")
+	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		if err := st.SetIdentity(ctx, "s", kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start}); err != nil {
+			return err
+		}
+		return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: "x", State: kinesisload.StateActive, Position: scan.TrimHorizon()}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ls := w.acquire(a, "x")
+	reached := scan.AfterSequence("4200")
+	if err := ls.Commit(ctx, kinesisload.ShardProgress{ShardID: "x", Position: reached}); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"shard#x", "init"} {
+		it, err := w.table.Get(ctx, "s", key)
+		if err != nil || !it.Exists() {
+			t.Fatalf("no %s item: %v", key, err)
+		}
+		if err := w.table.Delete(ctx, "s", key, it.Version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleteIdentityByHand(t, w)
+	if err := ls.Release(ctx); err != nil {
+		t.Fatalf("Release = %v", err)
+	}
+	info, err := fleet.Inspect(ctx, w.table, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := info.Shards["x"]
+	if !ok {
+		t.Fatal("x's item is still missing after the release")
+	}
+	if !got.Progress.Position.Equal(reached) || got.Progress.State != kinesisload.StateActive || got.Owner != "" || got.Epoch != ls.Epoch() {
+		t.Errorf("x's item after the release: %+v, want ACTIVE at %v, no owner, epoch %d", got, reached, ls.Epoch())
+	}
+	if err := joinFresh(t, w); !errors.Is(err, fleet.ErrIdentityMissing) {
+		t.Errorf("Join of a fleet whose identity, init and shard items were deleted = %v, want ErrIdentityMissing", err)
+	}
+}

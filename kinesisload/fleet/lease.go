@@ -238,6 +238,9 @@ var (
 // u already (a commit whose answer was lost).
 func (l *lease) apply(ctx context.Context, s *shardItem, u kinesisload.ShardProgress, release bool) error {
 	m := l.m
+	if !s.exists() && release {
+		return l.recreate(ctx, s, u)
+	}
 	if !s.exists() || s.owner != m.me || s.epoch != l.epoch {
 		if !release {
 			l.lose(kinesisload.LostCommitRefused, fmt.Sprintf("commit refused: owner is %q at epoch %d", s.owner, s.epoch))
@@ -270,6 +273,34 @@ func (l *lease) apply(ctx context.Context, s *shardItem, u kinesisload.ShardProg
 		}
 		m.mu.Unlock()
 	}
+	return nil
+}
+
+// recreate writes the shard's item again, as the release would have left
+// it, when the release finds it gone (deleted by hand while the lease was
+// held): at the lease's epoch, with no owner and the furthest position
+// committed under the lease, on condition that the item is still absent.
+// This host is the only one that knows where the shard was: dropped, its
+// position would be lost with the item, and a fleet whose other items were
+// deleted too would look new (a fresh T0, skipping what arrived since the
+// first; found by the simulation, seed 110105956). The epoch keeps the
+// item above every lease of the deleted one (none was taken after ours),
+// and shows that a host read the shard.
+func (l *lease) recreate(ctx context.Context, s *shardItem, u kinesisload.ShardProgress) error {
+	m := l.m
+	l.mu.Lock()
+	p := kinesisload.MergeProgress(l.latest, u)
+	l.mu.Unlock()
+	p.ShardID = l.shard
+	next := &shardItem{id: l.shard, item: s.item, epoch: l.epoch, prog: p, rewind: l.rewind}
+	if m.c.cfg.BalanceBy == kinesisload.BalanceByThroughput {
+		next.rate = l.meter.Rate()
+	}
+	if _, err := m.c.table.Put(ctx, next.encode(m.part)); err != nil {
+		return err // a conflict: written meanwhile; the next read tells
+	}
+	m.c.cfg.Logger.Warn("fleet: the item of a shard whose lease was released was missing (deleted by hand?): written again with the position reached",
+		"stream", m.stream, "shard", l.shard, "epoch", l.epoch, "position", p.Position, "state", p.State)
 	return nil
 }
 
