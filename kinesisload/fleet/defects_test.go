@@ -1259,3 +1259,34 @@ func TestAReleaseWritesAgainTheItemOfItsShardDeletedByHand(t *testing.T) {
 		t.Errorf("Join of a fleet whose identity, init and shard items were deleted = %v, want ErrIdentityMissing", err)
 	}
 }
+
+// A take in doubt (its answer and read-back lost) of a shard whose item
+// is then deleted by hand: Leave releases the take, and knows no position
+// of the shard, so it writes no item for it (an item without a position
+// would be read from nowhere).
+func TestLeaveWritesNoItemForATakeInDoubtOfAShardDeletedByHand(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, fleet.Config{})
+	a := w.host("a")
+	ids := w.seed(a, 2)
+	w.acquire(a, ids[1])
+	w.advance(w.cfg.RenewInterval)
+	if ls, err := a.m.Acquire(ctx, ids); err != nil || len(ls) != 0 {
+		t.Fatalf("Acquire = %v, %v; want nothing granted yet", ls, err)
+	}
+	a.table.LoseAnswers(2) // its beat's answer, and its take's
+	a.table.FailReads(2)   // the read-back of each
+	w.now.Add(int64(w.cfg.RenewInterval))
+	a.c.Round()
+	it, err := w.table.Get(ctx, "s", "shard#"+ids[0])
+	if err != nil || it.Field("owner") != "a" {
+		t.Fatalf("after the take whose answer was lost, %s's item is %+v (%v), want it owned by a: the test no longer makes the take it means to", ids[0], it, err)
+	}
+	if err := w.table.Delete(ctx, "s", "shard#"+ids[0], it.Version); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.m.Leave(ctx)
+	if it, err := w.table.Get(ctx, "s", "shard#"+ids[0]); err != nil || it.Exists() {
+		t.Errorf("after Leave, %s's item is %+v (%v), want it still absent", ids[0], it, err)
+	}
+}

@@ -291,6 +291,9 @@ func (l *lease) recreate(ctx context.Context, s *shardItem, u kinesisload.ShardP
 	l.mu.Lock()
 	p := kinesisload.MergeProgress(l.latest, u)
 	l.mu.Unlock()
+	if p.Position.Kind == 0 {
+		return errNotOurs // a take in doubt, released as Leave does: no position to keep
+	}
 	p.ShardID = l.shard
 	next := &shardItem{id: l.shard, item: s.item, epoch: l.epoch, prog: p, rewind: l.rewind}
 	if m.c.cfg.BalanceBy == kinesisload.BalanceByThroughput {
