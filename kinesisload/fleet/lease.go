@@ -38,6 +38,9 @@ type lease struct {
 	// latest is the furthest position committed under the lease (the
 	// granted one at first): what the host's positions say of it.
 	latest kinesisload.ShardProgress
+	// acked is the shard item's rewind as AckRewind last wrote it (""
+	// until then): what an item written again keeps (see recreate).
+	acked string
 
 	// wmu serialises the writes of the lease's shard item (held across
 	// the table's calls: see member.beatMu).
@@ -278,32 +281,49 @@ func (l *lease) apply(ctx context.Context, s *shardItem, u kinesisload.ShardProg
 
 // recreate writes the shard's item again, as the release would have left
 // it, when the release finds it gone (deleted by hand while the lease was
-// held): at the lease's epoch, with no owner and the furthest position
-// committed under the lease, on condition that the item is still absent.
-// This host is the only one that knows where the shard was: dropped, its
-// position would be lost with the item, and a fleet whose other items were
-// deleted too would look new (a fresh T0, skipping what arrived since the
-// first; found by the simulation, seed 110105956). The epoch keeps the
-// item above every lease of the deleted one (none was taken after ours),
-// and shows that a host read the shard.
+// held): with no owner and the furthest position committed under the
+// lease, on condition that the item is still absent. This host is the
+// only one that knows where the shard was: dropped, its position would be
+// lost with the item, and a fleet whose other items were deleted too would
+// look new (a fresh T0, skipping what arrived since the first; found by
+// the simulation, seed 110105956). Only while the lease holds (the host's
+// fence has not passed): after that another host may have taken the shard
+// and gone further. The epoch is the lease's, or the epoch floor of an
+// item created now (see epochFloor) when that is higher, as for any item
+// saved again after a deletion; it shows that a host read the shard.
 func (l *lease) recreate(ctx context.Context, s *shardItem, u kinesisload.ShardProgress) error {
 	m := l.m
+	if l.Check() != nil {
+		return errNotOurs
+	}
 	l.mu.Lock()
 	p := kinesisload.MergeProgress(l.latest, u)
+	rewind := l.rewind
+	if l.acked != "" {
+		rewind = l.acked
+	}
 	l.mu.Unlock()
 	if p.Position.Kind == 0 {
 		return errNotOurs // a take in doubt, released as Leave does: no position to keep
 	}
 	p.ShardID = l.shard
-	next := &shardItem{id: l.shard, item: s.item, epoch: l.epoch, prog: p, rewind: l.rewind}
+	next := &shardItem{id: l.shard, item: s.item, epoch: max(l.epoch, epochFloor(m.gen, m.c.now())), prog: p, rewind: rewind}
 	if m.c.cfg.BalanceBy == kinesisload.BalanceByThroughput {
 		next.rate = l.meter.Rate()
 	}
-	if _, err := m.c.table.Put(ctx, next.encode(m.part)); err != nil {
+	stored, err := m.c.table.Put(ctx, next.encode(m.part))
+	if err != nil {
 		return err // a conflict: written meanwhile; the next read tells
 	}
+	if ns, derr := decodeShard(stored); derr == nil {
+		m.mu.Lock()
+		if m.shards != nil {
+			m.setShard(l.shard, ns)
+		}
+		m.mu.Unlock()
+	}
 	m.c.cfg.Logger.Warn("fleet: the item of a shard whose lease was released was missing (deleted by hand?): written again with the position reached",
-		"stream", m.stream, "shard", l.shard, "epoch", l.epoch, "position", p.Position, "state", p.State)
+		"stream", m.stream, "shard", l.shard, "epoch", next.epoch, "position", p.Position, "state", p.State)
 	return nil
 }
 

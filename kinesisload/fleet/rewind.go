@@ -284,6 +284,9 @@ func (l *lease) AckRewind(ctx context.Context, id string) error {
 			next.rewind = string(raw)
 			var stored Item
 			if stored, err = m.c.table.Put(ctx, next.encode(m.part)); err == nil {
+				l.mu.Lock()
+				l.acked = next.rewind
+				l.mu.Unlock()
 				if ns, derr := decodeShard(stored); derr == nil {
 					m.mu.Lock()
 					m.setShard(l.shard, ns)
