@@ -833,6 +833,28 @@ func joinFresh(t *testing.T, w *world) error {
 	return err
 }
 
+// deleteShardByHand deletes shard id's item of stream "s", as an operator
+// editing the table would.
+func deleteShardByHand(t *testing.T, w *world, id string) {
+	t.Helper()
+	ctx := context.Background()
+	it, err := w.table.Get(ctx, "s", "shard#"+id)
+	if err != nil || !it.Exists() {
+		t.Fatalf("no item of %s: %v", id, err)
+	}
+	if err := w.table.Delete(ctx, "s", it.Key, it.Version); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantNoShardItem fails t unless shard id of stream "s" has no item.
+func wantNoShardItem(t *testing.T, w *world, id, after string) {
+	t.Helper()
+	if it, err := w.table.Get(context.Background(), "s", "shard#"+id); err != nil || it.Exists() {
+		t.Errorf("after %s, %s's item is %+v (%v), want it still absent", after, id, it, err)
+	}
+}
+
 // deleteIdentityByHand deletes stream "s"'s identity item, as an operator
 // editing the table would.
 func deleteIdentityByHand(t *testing.T, w *world) {
@@ -1231,14 +1253,13 @@ func TestAReleaseWritesAgainTheItemOfItsShardDeletedByHand(t *testing.T) {
 	if err := ls.Commit(ctx, kinesisload.ShardProgress{ShardID: "x", Position: reached}); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"shard#x", "init"} {
-		it, err := w.table.Get(ctx, "s", key)
-		if err != nil || !it.Exists() {
-			t.Fatalf("no %s item: %v", key, err)
-		}
-		if err := w.table.Delete(ctx, "s", key, it.Version); err != nil {
-			t.Fatal(err)
-		}
+	deleteShardByHand(t, w, "x")
+	it, err := w.table.Get(ctx, "s", "init")
+	if err != nil || !it.Exists() {
+		t.Fatalf("no init item: %v", err)
+	}
+	if err := w.table.Delete(ctx, "s", "init", it.Version); err != nil {
+		t.Fatal(err)
 	}
 	deleteIdentityByHand(t, w)
 	if err := ls.Release(ctx); err != nil {
@@ -1282,13 +1303,9 @@ func TestLeaveWritesNoItemForATakeInDoubtOfAShardDeletedByHand(t *testing.T) {
 	if err != nil || it.Field("owner") != "a" {
 		t.Fatalf("after the take whose answer was lost, %s's item is %+v (%v), want it owned by a: the test no longer makes the take it means to", ids[0], it, err)
 	}
-	if err := w.table.Delete(ctx, "s", "shard#"+ids[0], it.Version); err != nil {
-		t.Fatal(err)
-	}
+	deleteShardByHand(t, w, ids[0])
 	_ = a.m.Leave(ctx)
-	if it, err := w.table.Get(ctx, "s", "shard#"+ids[0]); err != nil || it.Exists() {
-		t.Errorf("after Leave, %s's item is %+v (%v), want it still absent", ids[0], it, err)
-	}
+	wantNoShardItem(t, w, ids[0], "Leave")
 }
 
 // The release of a lease whose host's fence has passed (its heartbeats did
@@ -1307,17 +1324,9 @@ func TestAReleasePastTheFenceWritesNoItemForAShardDeletedByHand(t *testing.T) {
 	a.table.Pause() // no heartbeat lands
 	w.now.Add(int64(w.cfg.LeaseDuration))
 	a.table.Resume()
-	it, err := w.table.Get(ctx, "s", "shard#"+ids[0])
-	if err != nil || !it.Exists() {
-		t.Fatalf("no item of %s: %v", ids[0], err)
-	}
-	if err := w.table.Delete(ctx, "s", it.Key, it.Version); err != nil {
-		t.Fatal(err)
-	}
+	deleteShardByHand(t, w, ids[0])
 	_ = ls.Release(ctx)
-	if it, err := w.table.Get(ctx, "s", "shard#"+ids[0]); err != nil || it.Exists() {
-		t.Errorf("after the release past the fence, %s's item is %+v (%v), want it still absent", ids[0], it, err)
-	}
+	wantNoShardItem(t, w, ids[0], "the release past the fence")
 }
 
 // An item written again by a release keeps the shard's rewind as the
@@ -1339,13 +1348,7 @@ func TestAReleaseWritesAgainTheRewindItAcknowledged(t *testing.T) {
 	if err := ls.Commit(ctx, kinesisload.ShardProgress{ShardID: ids[0], Position: scan.AfterSequence("900")}); err != nil {
 		t.Fatal(err)
 	}
-	it, err := w.table.Get(ctx, "s", "shard#"+ids[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.table.Delete(ctx, "s", it.Key, it.Version); err != nil {
-		t.Fatal(err)
-	}
+	deleteShardByHand(t, w, ids[0])
 	if err := ls.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
