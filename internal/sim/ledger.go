@@ -96,6 +96,10 @@ type rewound struct {
 	pos   scan.Position
 	mark  int
 	at    time.Time
+	// void says the rewind was lost with the shard's item, deleted by
+	// hand and written again by a host before it was restored (see
+	// world.voidRewinds).
+	void bool
 }
 
 // owed folds the operator's rewinds of p's shard made after p was put,
@@ -107,7 +111,7 @@ type rewound struct {
 func (l *ledger) owed(p *put, required bool) (after int, id string, ok bool) {
 	after, ok = -1, required
 	for _, rw := range l.rewound {
-		if rw.gen != p.gen || rw.shard != p.shard || !p.at.Before(rw.at) {
+		if rw.void || rw.gen != p.gen || rw.shard != p.shard || !p.at.Before(rw.at) {
 			continue
 		}
 		if rw.pos.Kind == scan.KindTrimHorizon || !p.at.Truncate(time.Millisecond).Before(rw.pos.Timestamp) {

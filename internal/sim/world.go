@@ -1200,6 +1200,8 @@ type edit struct {
 	item     fleet.Item
 	restore  bool
 	restored bool
+	at       time.Time // when the item was deleted
+	gen      int       // the stream's incarnation then
 }
 
 // handEdit edits the table by hand, as an operator might, and for the
@@ -1273,8 +1275,9 @@ func (w *world) handEdit(ctx context.Context, op string, d time.Duration) {
 		return
 	}
 	w.logf("hand edit: deleted %s/%s (restore: %v)", it.Partition, it.Key, restore)
-	e := &edit{op: op, item: it, restore: restore}
+	e := &edit{op: op, item: it, restore: restore, at: time.Now()}
 	w.mu.Lock()
+	e.gen = w.gen
 	w.edits = append(w.edits, e)
 	w.mu.Unlock()
 	if restore {
@@ -1355,9 +1358,33 @@ func (w *world) restore(e *edit) {
 	}
 	if _, err := w.table.Put(context.Background(), it); err != nil {
 		w.logf("restore %s/%s: %v", it.Partition, it.Key, err)
+		if e.op == "delete-shard" {
+			w.voidRewinds(strings.TrimPrefix(it.Key, "shard#"), e)
+		}
 		return
 	}
 	w.logf("restored %s/%s from its backup", it.Partition, it.Key)
+}
+
+// voidRewinds voids the rewinds of shard that landed before its item was
+// deleted by hand (e), when the item could not be restored (a host wrote
+// it again meanwhile): the rewind lived in the item, and a host that
+// writes the item again knows nothing of it (docs/fleet.md: restore
+// deleted items rather than leave the Loaders to re-create them). Its
+// records are owed as before the rewind: delivered, not delivered again.
+func (w *world) voidRewinds(shard string, e *edit) {
+	var ids []string
+	w.mu.Lock()
+	for i, rw := range w.ledger.rewound {
+		if rw.shard == shard && rw.gen == e.gen && rw.at.Before(e.at) && !rw.void {
+			w.ledger.rewound[i].void = true
+			ids = append(ids, rw.id)
+		}
+	}
+	w.mu.Unlock()
+	for _, id := range ids {
+		w.logf("oracle: %s of %s is void: its item was deleted by hand and written again by a host", id, shard)
+	}
 }
 
 // latestPartition is the partition of the fleet's latest generation.
