@@ -90,7 +90,9 @@
 //     delivered (the host that initialised began before it); AT_TIMESTAMP
 //     and TRIM_HORIZON as configured;
 //   - a rewind that landed is obeyed: every record of the shard at or
-//     after its position, put before it, is delivered again after it;
+//     after its position, put before it, is delivered again after it
+//     (unless the shard's item, which held the rewind, was deleted by
+//     hand after it and written again by a host before the restore);
 //   - exactly once: sinktest.Memory stores no record twice;
 //   - order: per shard, records are stored (or first delivered, with a
 //     plain Sink) in sequence order;
