@@ -871,7 +871,11 @@ func (sc *scheduler) drain() error {
 		case d := <-sc.done:
 			delete(sc.running, d.id)
 			if d.err != nil && !d.lost && !errors.Is(d.err, context.Canceled) && sc.fatal == nil {
-				sc.fatal = d.err
+				// Explained as finish does: a loop that failed during
+				// a Pause or Close because the stream was re-created
+				// under it is a re-creation, not a refused position
+				// (found by the simulation, seed 8080248).
+				sc.fatal = s.explain(sc.hctx, d.err)
 			}
 		case <-hard:
 			hard = nil

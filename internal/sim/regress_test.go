@@ -279,3 +279,14 @@ func TestAShardItemDeletedByHandIsWrittenAgainByItsReleaseWithThePositionReached
 func TestARewindLostWithItsShardItemDeletedByHandIsOwedNothing(t *testing.T) {
 	replaySeed(t, 110076524, 30)
 }
+
+// Seed 8080248 (Run stopped; about 1 run in 3): with start-over, a fleet
+// host paused past the stream's second re-creation woke and took leases of
+// the old generation as it was being stopped; its loops' stored positions
+// were refused by the new stream, and the drain of the stopping session
+// took the first failure as Run's, unexplained: a refused position, not a
+// re-creation. The drain now explains it as finish does.
+// TestARecreationReportedAsTheLoaderPausesIsStartedOverAfterThePause.
+func TestALoopFailureMetWhileASessionStopsIsExplainedAsARecreation(t *testing.T) {
+	replaySeed(t, 8080248, 20)
+}
