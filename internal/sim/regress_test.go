@@ -290,3 +290,15 @@ func TestARewindLostWithItsShardItemDeletedByHandIsOwedNothing(t *testing.T) {
 func TestALoopFailureMetWhileASessionStopsIsExplainedAsARecreation(t *testing.T) {
 	replaySeed(t, 8080248, 20)
 }
+
+// Seed 10077635 (LOSS: no liveness; about 1 run in 5): a parent shard's
+// item, COMPLETED, was deleted by hand and restored from its backup; a
+// host paused for 30 s then took the shard from its view of the item's
+// first life, ACTIVE, at the version the restored copy had again (a
+// created item started at version 1): the take landed, the parent was
+// ACTIVE again after its child was read, and every start stopped with a
+// ParentAfterChildError. A Table now creates an item at a version its key
+// never had (tabletest's DeleteConditional fails before the fix).
+func TestATakeFromAViewOfADeletedItemDoesNotLandOnItsRestoredCopy(t *testing.T) {
+	replaySeed(t, 10077635, 30)
+}

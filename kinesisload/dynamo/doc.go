@@ -27,7 +27,9 @@
 // wrapping [ErrTableMissing] that names the table and dynamodb:CreateTable.
 //
 // A [fleet.Item] is a DynamoDB item: its partition and key in "stream" and
-// "item", its version in "ver" (N; every write is conditional on it), its
+// "item", its version in "ver" (N; every write is conditional on it; an
+// item is created at [fleet.NewVersion], not at 1, so that a write made
+// from a read of a deleted item's earlier life fails), its
 // fields as S attributes (the numbers earlier versions wrote as N: epoch,
 // gen, rate, progress, counter), its maps as M attributes of S. Put is a
 // PutItem, Delete a DeleteItem, SetEntry an UpdateItem of one map entry

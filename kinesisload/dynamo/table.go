@@ -125,7 +125,10 @@ var fatalCodes = map[string]bool{
 // earlier version wrote as numbers), maps as M attributes of S. Every write
 // is one PutItem, UpdateItem or DeleteItem with a ConditionExpression;
 // every read a GetItem or Query with ConsistentRead. An item without "ver"
-// (written by an earlier version) is at version 1.
+// (written by an earlier version) is at version 1. An item it creates
+// starts at [fleet.NewVersion] (the clock's microseconds): DynamoDB
+// forgets a deleted item, and a write made from a read of an earlier life
+// of it must not land on the next.
 //
 // Errors: ConditionalCheckFailedException wraps [fleet.ErrConflict]; an
 // error no retry fixes is a [*TableError] (naming the permission for
@@ -350,7 +353,13 @@ func (t *Table) Query(ctx context.Context, partition string) ([]fleet.Item, erro
 func (t *Table) Put(ctx context.Context, it fleet.Item) (fleet.Item, error) {
 	names, values := map[string]string{}, map[string]types.AttributeValue{}
 	cond := versionCondition(it.Version, names, values)
-	in := &dynamodb.PutItemInput{TableName: aws.String(t.name), Item: encode(it, it.Version+1),
+	ver := it.Version + 1
+	if it.Version == 0 {
+		// A version the key never had: an item deleted (by hand, or
+		// pruned) and written again is not its earlier life.
+		ver = fleet.NewVersion(time.Now())
+	}
+	in := &dynamodb.PutItemInput{TableName: aws.String(t.name), Item: encode(it, ver),
 		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names}
 	if len(values) > 0 {
 		in.ExpressionAttributeValues = values
@@ -361,7 +370,7 @@ func (t *Table) Put(ctx context.Context, it fleet.Item) (fleet.Item, error) {
 		return fleet.Item{}, t.classify("PutItem", err)
 	}
 	stored := it.Clone()
-	stored.Version = it.Version + 1
+	stored.Version = ver
 	return stored, nil
 }
 
@@ -395,12 +404,13 @@ func (t *Table) Delete(ctx context.Context, partition, key string, version uint6
 func (t *Table) SetEntry(ctx context.Context, partition, key, field, entry, old, value string) (fleet.Item, error) {
 	for attempt := 0; ; attempt++ {
 		names := map[string]string{"#f": field, "#e": entry, "#v": attrVer}
-		values := map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}, ":zero": &types.AttributeValueMemberN{Value: "0"}}
-		update := "SET #v = if_not_exists(#v, :zero) + :one"
+		// An item this creates starts at a version its key never had.
+		values := map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}, ":base": newVersionBase()}
+		update := "SET #v = if_not_exists(#v, :base) + :one"
 		if value == "" {
 			update += " REMOVE #f.#e"
 		} else {
-			update = "SET #f.#e = :val, #v = if_not_exists(#v, :zero) + :one"
+			update = "SET #f.#e = :val, #v = if_not_exists(#v, :base) + :one"
 			values[":val"] = &types.AttributeValueMemberS{Value: value}
 		}
 		cond := "attribute_not_exists(#f.#e)"
@@ -432,6 +442,12 @@ func (t *Table) SetEntry(ctx context.Context, partition, key, field, entry, old,
 	}
 }
 
+// newVersionBase is the "ver" of an item an UpdateItem creates, before
+// the update adds one: [fleet.NewVersion] less one.
+func newVersionBase() types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatUint(fleet.NewVersion(time.Now())-1, 10)}
+}
+
 // createMap makes field an empty map attribute of the item, creating the
 // item when it does not exist, and changes nothing that exists.
 func (t *Table) createMap(ctx context.Context, partition, key, field string) error {
@@ -439,9 +455,9 @@ func (t *Table) createMap(ctx context.Context, partition, key, field string) err
 	defer cancel()
 	_, err := t.api.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(t.name), Key: itemKey(partition, key),
-		UpdateExpression:          aws.String("SET #f = if_not_exists(#f, :empty), #v = if_not_exists(#v, :zero)"),
+		UpdateExpression:          aws.String("SET #f = if_not_exists(#f, :empty), #v = if_not_exists(#v, :base)"),
 		ExpressionAttributeNames:  map[string]string{"#f": field, "#v": attrVer},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":empty": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}, ":zero": &types.AttributeValueMemberN{Value: "0"}},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":empty": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}, ":base": newVersionBase()},
 	})
 	return t.classify("UpdateItem", err)
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Item is one item of a [Table]: a key (Partition and Key), a version, and
@@ -14,10 +15,13 @@ type Item struct {
 	// Partition and Key identify the item: Query reads a partition's
 	// items, sorted by Key.
 	Partition, Key string
-	// Version counts the writes of the item, set by the Table: 0 for an
-	// absent item, 1 after its first write, and one more after every
-	// write since. Every write is conditional on it, so a
-	// read-modify-write never loses another's write.
+	// Version is set by the Table: 0 for an absent item; at the item's
+	// creation, a version its key never had in an earlier life (one
+	// deleted since; see NewVersion), and one more after every write
+	// since. Every write is conditional on it, so a read-modify-write
+	// never loses another's write, nor lands on a later life of the item
+	// (deleted by hand and written again) that happens to have reached
+	// the version it read.
 	Version uint64
 	// Fields are the item's scalar attributes.
 	Fields map[string]string
@@ -67,8 +71,9 @@ type Table interface {
 	// Put writes it whole (its Fields and Maps replace the stored ones)
 	// on condition that the stored item's version is it.Version (0: the
 	// item must not exist), and returns the item as stored: with Version
-	// it.Version+1. When the condition fails it returns an error
-	// wrapping [ErrConflict] and changes nothing.
+	// it.Version+1, or, when it creates the item, a version the key
+	// never had (see [Item.Version]). When the condition fails it
+	// returns an error wrapping [ErrConflict] and changes nothing.
 	Put(ctx context.Context, it Item) (Item, error)
 
 	// Delete removes the item on condition that its version is version
@@ -81,9 +86,9 @@ type Table interface {
 	// current value is old ("" for an absent entry, also of an absent
 	// item or field), creating the item or the field when needed,
 	// without touching anything else of the item but its version, which
-	// grows by one. It returns the item as stored after the write. When
-	// the condition fails it returns an error wrapping [ErrConflict] and
-	// changes nothing. Entries of one item written by different hosts do
+	// grows by one (creating the item, as Put does). It returns the item
+	// as stored after the write. When the condition fails it returns an
+	// error wrapping [ErrConflict] and changes nothing. Entries of one item written by different hosts do
 	// not conflict with each other: this is what lets every host write
 	// its heartbeat into one item.
 	SetEntry(ctx context.Context, partition, key, field, entry, old, value string) (Item, error)
@@ -95,13 +100,28 @@ type Table interface {
 type MemoryTable struct {
 	mu    sync.Mutex
 	items map[string]map[string]Item // partition, key
+	// gone holds the last version of every item deleted: an item
+	// created again starts above it.
+	gone map[string]map[string]uint64
+}
+
+// NewVersion is a version for an item a Table creates that its key never
+// had, for a Table that cannot remember its deleted items' versions (as
+// MemoryTable does): the microseconds since 1970 on now's clock. It is
+// above the versions of the key's earlier lives unless one was written
+// more times than the microseconds between its creation and now, or the
+// clocks of the hosts that created them are that far apart; two lives
+// share a version only if their creations' clocks are exactly that far
+// apart.
+func NewVersion(now time.Time) uint64 {
+	return max(1, uint64(max(0, now.UnixMicro())))
 }
 
 var _ Table = (*MemoryTable)(nil)
 
 // NewMemoryTable returns an empty table.
 func NewMemoryTable() *MemoryTable {
-	return &MemoryTable{items: map[string]map[string]Item{}}
+	return &MemoryTable{items: map[string]map[string]Item{}, gone: map[string]map[string]uint64{}}
 }
 
 // Get implements [Table].
@@ -145,8 +165,17 @@ func (t *MemoryTable) Put(ctx context.Context, it Item) (Item, error) {
 	}
 	stored := it.Clone()
 	stored.Version = it.Version + 1
+	if it.Version == 0 {
+		stored.Version = t.created(it.Partition, it.Key)
+	}
 	t.store(stored)
 	return stored.Clone(), nil
+}
+
+// created is the version of an item the table creates: above the last of
+// the key's earlier lives. t.mu must be held.
+func (t *MemoryTable) created(partition, key string) uint64 {
+	return t.gone[partition][key] + 1
 }
 
 // Delete implements [Table].
@@ -164,6 +193,10 @@ func (t *MemoryTable) Delete(ctx context.Context, partition, key string, version
 		return fmt.Errorf("%w: delete %s/%s at version %d: the item is at version %d", ErrConflict, partition, key, version, cur.Version)
 	}
 	delete(t.items[partition], key)
+	if t.gone[partition] == nil {
+		t.gone[partition] = map[string]uint64{}
+	}
+	t.gone[partition][key] = cur.Version
 	return nil
 }
 
@@ -196,6 +229,9 @@ func (t *MemoryTable) SetEntry(ctx context.Context, partition, key, field, entry
 		m[entry] = value
 	}
 	next.Version = cur.Version + 1
+	if !cur.Exists() {
+		next.Version = t.created(partition, key)
+	}
 	t.store(next)
 	return next.Clone(), nil
 }

@@ -98,23 +98,24 @@ func testGetAbsent(ctx context.Context, t *testing.T, tb fleet.Table, p string) 
 	}
 }
 
-// Put with version 0 creates the item at version 1; each Put at the
-// version read moves it one up; Get reads what was stored.
+// Put with version 0 creates the item at a version above 0; each Put at
+// the version read moves it one up; Get reads what was stored.
 func testPutVersions(ctx context.Context, t *testing.T, tb fleet.Table, p string) {
 	stored, err := tb.Put(ctx, item(p, "k", map[string]string{"a": "1"}))
 	must(t, "Put of a new item", err)
-	if stored.Version != 1 {
-		t.Errorf("a new item is stored at version %d, want 1", stored.Version)
+	if !stored.Exists() {
+		t.Fatalf("a new item is stored at version %d, want one above 0", stored.Version)
 	}
+	v0 := stored.Version
 	got, err := tb.Get(ctx, p, "k")
 	must(t, "Get", err)
 	want := item(p, "k", map[string]string{"a": "1"})
-	want.Version = 1
+	want.Version = v0
 	if !same(got, want) {
 		t.Errorf("Get = %s, want %s", show(got), show(want))
 	}
-	for v := uint64(1); v < 4; v++ {
-		next := item(p, "k", map[string]string{"a": fmt.Sprint(v + 1)})
+	for v := v0; v < v0+3; v++ {
+		next := item(p, "k", map[string]string{"a": fmt.Sprint(v - v0 + 2)})
 		next.Version = v
 		stored, err := tb.Put(ctx, next)
 		must(t, fmt.Sprintf("Put at version %d", v), err)
@@ -122,8 +123,8 @@ func testPutVersions(ctx context.Context, t *testing.T, tb fleet.Table, p string
 			t.Errorf("Put at version %d stored version %d, want %d", v, stored.Version, v+1)
 		}
 	}
-	if got, _ := tb.Get(ctx, p, "k"); got.Version != 4 || got.Fields["a"] != "4" {
-		t.Errorf("after 4 writes Get = %s, want version 4 with a=4", show(got))
+	if got, _ := tb.Get(ctx, p, "k"); got.Version != v0+3 || got.Fields["a"] != "4" {
+		t.Errorf("after 4 writes Get = %s, want version %d with a=4", show(got), v0+3)
 	}
 }
 
@@ -131,17 +132,18 @@ func testPutVersions(ctx context.Context, t *testing.T, tb fleet.Table, p string
 // changes nothing: creating an item that exists, writing over a newer
 // one, or over one deleted.
 func testPutConflicts(ctx context.Context, t *testing.T, tb fleet.Table, p string) {
-	_, err := tb.Put(ctx, item(p, "k", map[string]string{"a": "1"}))
+	stored, err := tb.Put(ctx, item(p, "k", map[string]string{"a": "1"}))
 	must(t, "Put", err)
-	for _, v := range []uint64{0, 2, 7} {
+	v0 := stored.Version
+	for _, v := range []uint64{0, v0 + 1, v0 + 6} {
 		bad := item(p, "k", map[string]string{"a": "bad"})
 		bad.Version = v
 		if _, err := tb.Put(ctx, bad); !errors.Is(err, fleet.ErrConflict) {
-			t.Errorf("Put at version %d over version 1 = %v, want an error wrapping ErrConflict", v, err)
+			t.Errorf("Put at version %d over version %d = %v, want an error wrapping ErrConflict", v, v0, err)
 		}
 	}
-	if got, _ := tb.Get(ctx, p, "k"); got.Version != 1 || got.Fields["a"] != "1" {
-		t.Errorf("after refused Puts Get = %s, want version 1 with a=1", show(got))
+	if got, _ := tb.Get(ctx, p, "k"); got.Version != v0 || got.Fields["a"] != "1" {
+		t.Errorf("after refused Puts Get = %s, want version %d with a=1", show(got), v0)
 	}
 	ghost := item(p, "never", map[string]string{"a": "x"})
 	ghost.Version = 1
@@ -205,7 +207,7 @@ func testQuery(ctx context.Context, t *testing.T, tb fleet.Table, p string) {
 	var gotKeys []string
 	for _, it := range got {
 		gotKeys = append(gotKeys, it.Key)
-		if it.Partition != p || it.Fields["k"] != it.Key || it.Version != 1 {
+		if it.Partition != p || it.Fields["k"] != it.Key || !it.Exists() {
 			t.Errorf("Query returned %s", show(it))
 		}
 	}
@@ -221,7 +223,9 @@ func testQuery(ctx context.Context, t *testing.T, tb fleet.Table, p string) {
 }
 
 // Delete removes an item at the version given; at another version it
-// fails with ErrConflict and keeps it; a missing item is no error.
+// fails with ErrConflict and keeps it; a missing item is no error. An item
+// created again starts at a version above its earlier life's, so a write
+// made from a read of that life fails.
 func testDelete(ctx context.Context, t *testing.T, tb fleet.Table, p string) {
 	stored, err := tb.Put(ctx, item(p, "k", map[string]string{"a": "1"}))
 	must(t, "Put", err)
@@ -236,10 +240,34 @@ func testDelete(ctx context.Context, t *testing.T, tb fleet.Table, p string) {
 		t.Errorf("after Delete Get = %s", show(got))
 	}
 	must(t, "Delete of a missing item", tb.Delete(ctx, p, "k", 1))
-	again, err := tb.Put(ctx, item(p, "k", map[string]string{"a": "2"}))
+	// A life written four times, then deleted, then a new life.
+	life, err := tb.Put(ctx, item(p, "k", map[string]string{"a": "2"}))
 	must(t, "Put after Delete", err)
-	if again.Version != 1 {
-		t.Errorf("an item created again after Delete is at version %d, want 1", again.Version)
+	first := life.Version
+	for range 3 {
+		life, err = tb.Put(ctx, life)
+		must(t, "Put over it", err)
+	}
+	must(t, "Delete at its version", tb.Delete(ctx, p, "k", life.Version))
+	again, err := tb.Put(ctx, item(p, "k", map[string]string{"a": "3"}))
+	must(t, "Put after the second Delete", err)
+	if again.Version <= life.Version {
+		t.Errorf("an item created again after Delete is at version %d, not above its earlier life's %d", again.Version, life.Version)
+	}
+	for v := first; v <= life.Version; v++ {
+		stale := item(p, "k", map[string]string{"a": "stale"})
+		stale.Version = v
+		if _, err := tb.Put(ctx, stale); !errors.Is(err, fleet.ErrConflict) {
+			t.Errorf("Put at version %d, of the item's earlier life = %v, want ErrConflict", v, err)
+		}
+	}
+	entry, err := tb.SetEntry(ctx, p, "k2", "m", "e", "", "1")
+	must(t, "SetEntry creating k2", err)
+	must(t, "Delete k2", tb.Delete(ctx, p, "k2", entry.Version))
+	entry2, err := tb.SetEntry(ctx, p, "k2", "m", "e", "", "2")
+	must(t, "SetEntry creating k2 again", err)
+	if entry2.Version <= entry.Version {
+		t.Errorf("an item SetEntry created again after Delete is at version %d, not above its earlier life's %d", entry2.Version, entry.Version)
 	}
 }
 
@@ -248,9 +276,10 @@ func testDelete(ctx context.Context, t *testing.T, tb fleet.Table, p string) {
 func testSetEntry(ctx context.Context, t *testing.T, tb fleet.Table, p string) {
 	got, err := tb.SetEntry(ctx, p, "roster", "beats", "a", "", "c=1")
 	must(t, "SetEntry of a new item", err)
-	if got.Maps["beats"]["a"] != "c=1" || got.Version != 1 {
-		t.Errorf("SetEntry on a missing item returned %s, want beats[a]=c=1 at version 1", show(got))
+	if got.Maps["beats"]["a"] != "c=1" || !got.Exists() {
+		t.Errorf("SetEntry on a missing item returned %s, want beats[a]=c=1 at a version above 0", show(got))
 	}
+	v0 := got.Version
 	if _, err := tb.SetEntry(ctx, p, "roster", "beats", "a", "", "c=9"); !errors.Is(err, fleet.ErrConflict) {
 		t.Errorf("SetEntry of an existing entry as absent = %v, want ErrConflict", err)
 	}
@@ -261,8 +290,8 @@ func testSetEntry(ctx context.Context, t *testing.T, tb fleet.Table, p string) {
 	must(t, "SetEntry of a second entry", err)
 	got, err = tb.SetEntry(ctx, p, "roster", "beats", "a", "c=1", "c=2")
 	must(t, "SetEntry from the right value", err)
-	if want := map[string]string{"a": "c=2", "b": "c=1 left"}; !maps.Equal(got.Maps["beats"], want) || got.Version != 3 {
-		t.Errorf("returned %s, want beats %v at version 3", show(got), want)
+	if want := map[string]string{"a": "c=2", "b": "c=1 left"}; !maps.Equal(got.Maps["beats"], want) || got.Version != v0+2 {
+		t.Errorf("returned %s, want beats %v at version %d", show(got), want, v0+2)
 	}
 	got, err = tb.SetEntry(ctx, p, "roster", "beats", "b", "c=1 left", "")
 	must(t, "SetEntry removing an entry", err)
@@ -288,12 +317,12 @@ func read(ctx context.Context, tb fleet.Table, p, key string) fleet.Item {
 // SetEntry on an item written by Put, which has fields and no such map:
 // the map is added, the fields stay.
 func testSetEntryExisting(ctx context.Context, t *testing.T, tb fleet.Table, p string) {
-	_, err := tb.Put(ctx, item(p, "roster", map[string]string{"keep": "me"}))
+	stored, err := tb.Put(ctx, item(p, "roster", map[string]string{"keep": "me"}))
 	must(t, "Put", err)
 	got, err := tb.SetEntry(ctx, p, "roster", "beats", "a", "", "c=1")
 	must(t, "SetEntry on an item without the map", err)
-	if got.Fields["keep"] != "me" || got.Maps["beats"]["a"] != "c=1" || got.Version != 2 {
-		t.Errorf("SetEntry on an existing item returned %s, want keep=me, beats[a]=c=1, version 2", show(got))
+	if got.Fields["keep"] != "me" || got.Maps["beats"]["a"] != "c=1" || got.Version != stored.Version+1 {
+		t.Errorf("SetEntry on an existing item returned %s, want keep=me, beats[a]=c=1, version %d", show(got), stored.Version+1)
 	}
 }
 
@@ -302,6 +331,8 @@ func testSetEntryExisting(ctx context.Context, t *testing.T, tb fleet.Table, p s
 // value.
 func testSetEntryConcurrent(ctx context.Context, t *testing.T, tb fleet.Table, p string) {
 	const writers, rounds = 8, 15
+	created, err := tb.SetEntry(ctx, p, "roster", "beats", "first", "", "c=0")
+	must(t, "SetEntry creating the item", err)
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
 	for w := range writers {
@@ -329,8 +360,8 @@ func testSetEntryConcurrent(ctx context.Context, t *testing.T, tb fleet.Table, p
 			t.Errorf("host-%d's entry is %q, want c=%d", w, v, rounds)
 		}
 	}
-	if got.Version != writers*rounds {
-		t.Errorf("version %d after %d SetEntry, want %d", got.Version, writers*rounds, writers*rounds)
+	if want := created.Version + writers*rounds; got.Version != want {
+		t.Errorf("version %d after %d SetEntry, want %d", got.Version, writers*rounds, want)
 	}
 }
 
@@ -339,7 +370,7 @@ func testSetEntryConcurrent(ctx context.Context, t *testing.T, tb fleet.Table, p
 // counter at the number of additions.
 func testPutConcurrent(ctx context.Context, t *testing.T, tb fleet.Table, p string) {
 	const writers, adds = 4, 10
-	_, err := tb.Put(ctx, item(p, "n", map[string]string{"n": "0"}))
+	created, err := tb.Put(ctx, item(p, "n", map[string]string{"n": "0"}))
 	must(t, "Put", err)
 	var wg sync.WaitGroup
 	var failed atomic.Int64
@@ -370,8 +401,8 @@ func testPutConcurrent(ctx context.Context, t *testing.T, tb fleet.Table, p stri
 	if f := failed.Load(); f > 0 {
 		t.Fatalf("%d writers failed with an error other than ErrConflict", f)
 	}
-	if got := read(ctx, tb, p, "n"); got.Fields["n"] != fmt.Sprint(writers*adds) || got.Version != writers*adds+1 {
-		t.Errorf("counter %s at version %d, want %d at %d: a conditional write was lost", got.Fields["n"], got.Version, writers*adds, writers*adds+1)
+	if got := read(ctx, tb, p, "n"); got.Fields["n"] != fmt.Sprint(writers*adds) || got.Version != created.Version+writers*adds {
+		t.Errorf("counter %s at version %d, want %d at %d: a conditional write was lost", got.Fields["n"], got.Version, writers*adds, created.Version+writers*adds)
 	}
 }
 
