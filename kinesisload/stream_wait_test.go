@@ -194,29 +194,6 @@ func TestARecreationFoundByAReaderIsStartedOverOnce(t *testing.T) {
 	}
 }
 
-// heldIterator is a fake Kinesis whose next GetShardIterator, once held,
-// is answered only when released, whatever its context: an answer in
-// flight when the Loader pauses.
-type heldIterator struct {
-	*kinesistest.Fake
-	mu      sync.Mutex
-	hold    chan struct{}
-	entered chan struct{}
-}
-
-func (h *heldIterator) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
-	h.mu.Lock()
-	hold, entered := h.hold, h.entered
-	h.hold = nil
-	h.mu.Unlock()
-	if hold != nil {
-		close(entered)
-		<-hold
-		ctx = context.WithoutCancel(ctx)
-	}
-	return h.Fake.GetShardIterator(ctx, in, optFns...)
-}
-
 // heldHandoff holds the first OnLeaseHandedOff after it is armed until
 // released: a loop that returned, its lease released, and its report to
 // the schedule not made yet.
