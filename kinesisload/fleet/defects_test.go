@@ -1361,3 +1361,46 @@ func TestAReleaseWritesAgainTheRewindItAcknowledged(t *testing.T) {
 		t.Errorf("the rewind of the item written again: %+v (found %v), want rw1, acknowledged", rw, ok)
 	}
 }
+
+// The first initialisation's T0 outlives its init item: the identity item
+// keeps it. With the init and shard items deleted by hand, the fleet's
+// next initialisation found no T0, took the stream for a new one and
+// resolved LATEST at a fresh T0, skipping what arrived since the first
+// (simulation, seed 3065314). It now resolves at the first T0 again.
+func TestTheFirstT0OutlivesTheInitItemInTheIdentityItem(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	a := w.host("a")
+	first := start.Add(-time.Minute)
+	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		if _, err := st.(kinesisload.StartStore).SaveStart(ctx, "s", first); err != nil {
+			return err
+		}
+		if err := st.SetIdentity(ctx, "s", kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start.Add(-time.Hour)}); err != nil {
+			return err
+		}
+		return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: "x", State: kinesisload.StateActive, Position: scan.AfterSequence("7")}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deleteShardByHand(t, w, "x")
+	it, err := w.table.Get(ctx, "s", "init")
+	if err != nil || !it.Exists() {
+		t.Fatalf("no init item: %v", err)
+	}
+	if err := w.table.Delete(ctx, "s", "init", it.Version); err != nil {
+		t.Fatal(err)
+	}
+	b := w.host("b")
+	var got time.Time
+	var pending bool
+	if err := b.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		got, pending, err = st.(kinesisload.StartStore).LoadStart(ctx, "s")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !pending || !got.Equal(first) {
+		t.Errorf("the second initialisation's pending T0 = %v (pending %v), want the first's, %v", got, pending, first)
+	}
+}

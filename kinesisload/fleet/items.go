@@ -152,6 +152,12 @@ type identityItem struct {
 	id       kinesisload.StreamIdentity
 	gen      uint64
 	archived []Generation
+	// t0 is generation 0's T0, written with the identity by the first
+	// initialisation (a later generation's is StartOverT0 of its
+	// identity): the init item, which holds it first, may be deleted by
+	// hand, and a fleet that took a fresh T0 then would skip what arrived
+	// since the first.
+	t0 time.Time
 }
 
 func decodeIdentity(it Item) (identityItem, error) {
@@ -164,6 +170,9 @@ func decodeIdentity(it Item) (identityItem, error) {
 		return ii, err
 	}
 	if ii.gen, err = parseUint(it, "gen"); err != nil {
+		return ii, err
+	}
+	if ii.t0, err = parseTime(it, "t0"); err != nil {
 		return ii, err
 	}
 	if raw := it.Field("archived"); raw != "" {
@@ -184,6 +193,9 @@ func (ii identityItem) encode(stream string) Item {
 	if len(ii.archived) > 0 {
 		b, _ := json.Marshal(ii.archived) // plain values: cannot fail
 		setField(&it, "archived", string(b))
+	}
+	if !ii.t0.IsZero() && ii.gen == 0 {
+		setField(&it, "t0", formatTime(ii.t0))
 	}
 	return it
 }

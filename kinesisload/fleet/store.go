@@ -326,6 +326,13 @@ func (st sharedStore) Identity(ctx context.Context, stream string) (kinesisload.
 // of the identity item (it must be absent, in the session's generation),
 // then a read to compare.
 func (st sharedStore) SetIdentity(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
+	return st.setIdentity(ctx, stream, id, time.Time{})
+}
+
+// setIdentity is SetIdentity, writing t0 (generation 0's T0, when not
+// zero) into the identity item with the identity, or into an identity
+// item of generation 0 that has none.
+func (st sharedStore) setIdentity(ctx context.Context, stream string, id kinesisload.StreamIdentity, t0 time.Time) error {
 	if err := st.check(ctx, stream); err != nil {
 		return err
 	}
@@ -342,14 +349,20 @@ func (st sharedStore) SetIdentity(ctx context.Context, stream string, id kinesis
 			_, err := st.Identity(ctx, stream)
 			return err
 		}
+		keepT0 := m.gen == 0 && ii.t0.IsZero() && !t0.IsZero()
 		if !ii.id.IsZero() {
-			if ii.id.Equal(id) {
+			if !ii.id.Equal(id) {
+				return &kinesisload.StreamMismatchError{Stream: stream, Stored: ii.id, Current: id}
+			}
+			if !keepT0 {
 				return nil
 			}
-			return &kinesisload.StreamMismatchError{Stream: stream, Stored: ii.id, Current: id}
 		}
 		next := ii
 		next.id = id
+		if keepT0 {
+			next.t0 = t0.UTC()
+		}
 		cctx, cancel := context.WithTimeout(ctx, m.c.cfg.CallTimeout)
 		_, err = m.c.table.Put(cctx, next.encode(stream))
 		cancel()
@@ -511,7 +524,9 @@ func (st stagingStore) Save(ctx context.Context, stream string, updates []kinesi
 }
 
 // LoadStart implements [kinesisload.StartStore]: the t0 of the init item,
-// saved by this or an earlier holder of the initialisation lock; in a
+// saved by this or an earlier holder of the initialisation lock; in
+// generation 0 when the init item has none (deleted by hand since), the
+// t0 the first initialisation wrote into the identity item; in a
 // generation started over that none saved, [kinesisload.StartOverT0] of
 // its stream.
 func (st stagingStore) LoadStart(ctx context.Context, stream string) (time.Time, bool, error) {
@@ -529,6 +544,17 @@ func (st stagingStore) LoadStart(ctx context.Context, stream string) (time.Time,
 	ii, err := decodeInit(it)
 	if err != nil {
 		return time.Time{}, false, err
+	}
+	if ii.t0.IsZero() && m.gen == 0 {
+		// The init item deleted by hand (and written again by a lock
+		// since): the first initialisation's T0 is in the identity item.
+		id, err := m.readIdentity(ctx)
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		if !id.t0.IsZero() {
+			return id.t0, true, nil
+		}
 	}
 	if ii.t0.IsZero() && m.gen > 0 {
 		// The start-over's T0 comes from the identity item: one
@@ -610,10 +636,27 @@ func (st stagingStore) Identity(ctx context.Context, stream string) (kinesisload
 
 // SetIdentity implements [kinesisload.PositionStore] (as the shared
 // store: every host of the fleet sees the same stream, so it is
-// idempotent).
+// idempotent), with the initialisation's T0, pending in the init item, in
+// generation 0: the identity item keeps it should the init item be deleted
+// by hand (see LoadStart).
 func (st stagingStore) SetIdentity(ctx context.Context, stream string, id kinesisload.StreamIdentity) error {
 	st.InitProgress()
-	return st.shared().SetIdentity(ctx, stream, id)
+	var t0 time.Time
+	if st.m.gen == 0 {
+		it, err := getWaiting(ctx, st.m.c.table, st.m.part, keyInit)
+		if err != nil {
+			if fatal(err) {
+				return fmt.Errorf("fleet: stream %s: reading the initialisation item: %w", stream, err)
+			}
+			return err
+		}
+		ii, err := decodeInit(it)
+		if err != nil {
+			return err
+		}
+		t0 = ii.t0
+	}
+	return st.shared().setIdentity(ctx, stream, id, t0)
 }
 
 // StartOver implements [kinesisload.PositionStore] (as the shared store).
