@@ -334,6 +334,17 @@ func (s *session) establishIdentity(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kinesisload: stream %s: loading the stream's identity: %w", stream, err)
 	}
+	if !stored.IsZero() && !stored.Equal(cur) && !cur.Created.After(stored.Created) {
+		// The stream this Run described is no later than the one the
+		// progress was stored for: the answer may be older than the
+		// store's (a store that kept Run waiting, while the stream was
+		// re-created again). Ask again before taking the stream for
+		// another (found by the simulation, seed 3130153: a fleet host
+		// stopped, refused a start-over to a stream two re-creations old).
+		if cur, err = s.describeAgain(ctx); err != nil {
+			return err
+		}
+	}
 	switch {
 	case stored.Equal(cur):
 	case stored.IsZero():
@@ -383,6 +394,18 @@ func (s *session) establishIdentity(ctx context.Context) error {
 	}
 	s.identity = cur
 	return nil
+}
+
+// describeAgain asks DescribeStreamSummary for the stream's identity now,
+// retried as the first ask is.
+func (s *session) describeAgain(ctx context.Context) (StreamIdentity, error) {
+	var id StreamIdentity
+	err := s.callKinesis(ctx, "", "DescribeStreamSummary", func(ctx context.Context) error {
+		var err error
+		id, err = describeStream(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
+		return err
+	})
+	return id, err
 }
 
 // checkFutureStart refuses an AT_TIMESTAMP start (Config.StartPosition or

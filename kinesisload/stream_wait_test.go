@@ -303,3 +303,53 @@ func TestReadRefusedByADeletingStreamSaysTheStreamIsDeleted(t *testing.T) {
 		t.Errorf("Run = %#v, want the reader's *RunError (GetRecords, ErrKinesis)", err)
 	}
 }
+
+// staleDescribe answers its first DescribeStreamSummary as of an earlier
+// life of the stream (created an hour before): an answer that waited
+// while the stream was re-created again.
+type staleDescribe struct {
+	*kinesistest.Fake
+	asked atomic.Bool
+}
+
+func (d *staleDescribe) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	out, err := d.Fake.DescribeStreamSummary(ctx, in, optFns...)
+	if err == nil && !d.asked.Swap(true) {
+		old := out.StreamDescriptionSummary.StreamCreationTimestamp.Add(-time.Hour)
+		out.StreamDescriptionSummary.StreamCreationTimestamp = &old
+	}
+	return out, err
+}
+
+// A Run whose first answer describes the stream as created before the one
+// its progress was stored for asks again before it takes the stream for
+// another: with StreamRecreatedStartOver it archived the progress and read
+// the stream again from its start. (Found by the simulation, seed 3130153:
+// a fleet host whose answer waited through a table outage while the
+// stream was re-created twice stopped, refused a start-over to the older
+// stream.)
+func TestAnAnswerOlderThanTheStoredIdentityIsAskedAgain(t *testing.T) {
+	s := newFakeStream(t, 1)
+	store := memStore(t, journal.NewMemory())
+	cfg := Config{Stream: s.name, StartPosition: scan.TrimHorizon(), ListShardsInterval: time.Hour, OnStreamRecreated: StreamRecreatedStartOver}
+	rec := newRecorder()
+	cfg.Sink = rec
+	r := start(t, context.Background(), cfg, WithClient(s.f), WithStore(store))
+	s.put(shard0, "a")
+	rec.waitFor(t, "a")
+	if err := r.stop(t); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run = %v, want ErrClosed", err)
+	}
+	r2 := start(t, context.Background(), cfg, WithClient(&staleDescribe{Fake: s.f}), WithStore(store))
+	s.put(shard0, "b")
+	rec.waitFor(t, "b")
+	if err := r2.stop(t); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run = %v, want ErrClosed", err)
+	}
+	if a := store.Archives(s.name); len(a) != 0 {
+		t.Errorf("the progress was archived (%d archives): the stream was taken for another on a stale answer", len(a))
+	}
+	if got := rec.delivered(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("delivered %q, want a, b once each", got)
+	}
+}

@@ -314,3 +314,14 @@ func TestATakeFromAViewOfADeletedItemDoesNotLandOnItsRestoredCopy(t *testing.T) 
 func TestAnInitialisationAfterTheInitItemIsDeletedResolvesAtTheFirstT0(t *testing.T) {
 	replaySeed(t, 3065314, 1)
 }
+
+// Seed 3130153 (Run stopped; about 1 run in 10): a fleet host's first
+// DescribeStreamSummary answer waited through a table outage while the
+// stream was re-created twice more; the host took the stream for another
+// than the fleet's, asked to start the fleet over to the older stream,
+// was refused (the fleet moves only forward) and stopped. A Run whose
+// answer is no later than the stored identity now asks again.
+// TestAnAnswerOlderThanTheStoredIdentityIsAskedAgain.
+func TestAStaleDescriptionIsAskedAgainBeforeAStartOver(t *testing.T) {
+	replaySeed(t, 3130153, 20)
+}
