@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ var (
 	flagDrop   = flag.String("sim.drop", "", "with -sim.seed: leave out these events of the schedule (indexes, comma-separated, as -sim.shrink prints them)")
 	flagKeep   = flag.String("sim.keep", "", "with -sim.seed: keep only these events of the schedule (indexes, comma-separated, as -sim.shrink prints them)")
 	flagStuck  = flag.Duration("sim.stuck", 3*time.Minute, "real time after which a schedule is reported stuck")
+	flagRefail = flag.Int("sim.refail", 1, "how many times TestSeedsThatFailedBefore replays each seed of testdata/failed-seeds.txt (with -race, a tenth of the seeds)")
 )
 
 // journalDir returns an empty directory for a single host's journal: in
@@ -209,6 +211,50 @@ func TestSimulation(t *testing.T) {
 		t.Logf("%d schedules in %v (%.0f an hour on %d workers), %d failed", ran.Load(), d.Round(time.Second),
 			float64(ran.Load())/d.Hours(), workers, failed.Load())
 	})
+}
+
+// TestSeedsThatFailedBefore replays every seed that ever failed a run
+// (testdata/failed-seeds.txt), -sim.refail times each. A seed that failed
+// once in several runs can pass a few replays and still hide a defect:
+// four did, found only when every such seed was replayed ten times again
+// (docs/simulation-findings.md). With -race, every tenth seed.
+func TestSeedsThatFailedBefore(t *testing.T) {
+	if *flagSeed != 0 {
+		t.Skip("-sim.seed replays one seed in TestSimulation")
+	}
+	raw, err := os.ReadFile("testdata/failed-seeds.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seeds []int64
+	for i, line := range strings.Split(string(raw), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		seed, err := strconv.ParseInt(line, 10, 64)
+		if err != nil {
+			t.Fatalf("testdata/failed-seeds.txt:%d: %v", i+1, err)
+		}
+		seeds = append(seeds, seed)
+	}
+	if raceEnabled {
+		seeds = slices.DeleteFunc(seeds, func(s int64) bool { return s%10 != 0 })
+	}
+	var next atomic.Int64
+	for i := range runtime.GOMAXPROCS(0) {
+		t.Run(fmt.Sprintf("worker%d", i), func(t *testing.T) {
+			t.Parallel()
+			for {
+				n := int(next.Add(1) - 1)
+				if n >= len(seeds)**flagRefail {
+					return
+				}
+				seed := seeds[n%len(seeds)]
+				t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runSeed(t, seed, false) })
+			}
+		})
+	}
 }
 
 // replay runs one seed (less -sim.drop's events) with its trace and logs,
