@@ -530,6 +530,14 @@ const explainAttempts = 5
 // missed: found by the simulation, seed 4068644, with DescribeStreamSummary
 // throttled at the moment).
 func (s *session) explain(ctx context.Context, err error) error {
+	return s.explainWithin(ctx, err, true)
+}
+
+// explainWithin is explain; patient says whether, with start-over
+// configured, it asks for as long as Run would wait for the stream, or
+// explainAttempts times only, as when the session is stopped anyway (a
+// Pause or Close must not wait StreamWaitTimeout for an answer).
+func (s *session) explainWithin(ctx context.Context, err error, patient bool) error {
 	if ctx.Err() != nil {
 		return err
 	}
@@ -540,6 +548,9 @@ func (s *session) explain(ctx context.Context, err error) error {
 	// 90014580).
 	startOver := s.l.cfg.OnStreamRecreated == StreamRecreatedStartOver
 	deadline := time.Now().Add(s.l.cfg.StreamWaitTimeout)
+	if !patient {
+		deadline = time.Now()
+	}
 	var cur StreamIdentity
 	var derr error
 	for attempt := 1; ; attempt++ {

@@ -219,6 +219,8 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 			// initialisation archives the old progress and starts over.
 			l.log.Warn("the stream was re-created while it was read; starting over", "old", mismatch.Stored.String(), "new", mismatch.Current.String())
 			continue
+		case err != nil && startOver && streamAbsent(err) && l.stopped():
+			continue // paused or closed: the wait for the stream comes with Resume
 		case err != nil && startOver && streamAbsent(err):
 			// Deleted, maybe being re-created: wait for it, then the
 			// next session checks its identity (and starts over).
@@ -237,6 +239,13 @@ func (l *Loader) Run(ctx context.Context) (err error) {
 			return ctx.Err()
 		}
 	}
+}
+
+// stopped reports whether the Loader is paused or closed.
+func (l *Loader) stopped() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.paused || l.closed
 }
 
 // waitRunnable waits while the Loader is paused; it returns ErrClosed once

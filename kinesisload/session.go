@@ -874,8 +874,9 @@ func (sc *scheduler) drain() error {
 				// Explained as finish does: a loop that failed during
 				// a Pause or Close because the stream was re-created
 				// under it is a re-creation, not a refused position
-				// (found by the simulation, seed 8080248).
-				sc.fatal = s.explain(sc.hctx, d.err)
+				// (found by the simulation, seed 8080248). Asked a few
+				// times only: the stop must not wait for the answer.
+				sc.fatal = s.explainWithin(sc.hctx, d.err, false)
 			}
 		case <-hard:
 			hard = nil

@@ -214,6 +214,36 @@ func (h *heldHandoff) OnLeaseHandedOff(LeaseHandedOff) {
 	}
 }
 
+// startHeldReport runs a Loader with StreamRecreatedStartOver whose reader
+// meets its stored position refused by the stream re-created under it
+// (then during runs), and holds the loop's report to the schedule; it
+// returns when the report is held, with the function that releases it.
+func startHeldReport(t *testing.T, during func(*stream)) (s *stream, rec *recorder, r *running, release func()) {
+	t.Helper()
+	h := &heldHandoff{}
+	entered, hold := make(chan struct{}), make(chan struct{})
+	s, rec, r = startRenewing(t, Config{OnStreamRecreated: StreamRecreatedStartOver}, func(s *stream, rec *recorder) {
+		s.put(shard0, "a") // the iterator is renewed after a: a refused position
+		rec.waitFor(t, "a")
+		h.mu.Lock()
+		h.hold, h.entered = hold, entered
+		h.mu.Unlock()
+	}, func(s *stream, r *running) {
+		if during != nil {
+			during(s)
+		}
+	}, WithHooks(h))
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the reader's loop never returned")
+	}
+	return s, rec, r, func() {
+		time.Sleep(100 * time.Millisecond) // the session drains, waiting for the loop's report
+		close(hold)
+	}
+}
+
 // With StreamRecreatedStartOver, a reader whose stored position is
 // refused by the stream re-created under it, and whose report reaches the
 // schedule only once the Loader pauses (its session draining), met a
@@ -223,23 +253,9 @@ func (h *heldHandoff) OnLeaseHandedOff(LeaseHandedOff) {
 // loops of the old stream's shards failed; the drain took their failures
 // unexplained.)
 func TestARecreationReportedAsTheLoaderPausesIsStartedOverAfterThePause(t *testing.T) {
-	h := &heldHandoff{}
-	entered, hold := make(chan struct{}), make(chan struct{})
-	_, rec, r := startRenewing(t, Config{OnStreamRecreated: StreamRecreatedStartOver}, func(s *stream, rec *recorder) {
-		s.put(shard0, "a") // the iterator is renewed after a: a refused position
-		rec.waitFor(t, "a")
-		h.mu.Lock()
-		h.hold, h.entered = hold, entered
-		h.mu.Unlock()
-	}, func(s *stream, r *running) { s.put(shard0, "b") }, WithHooks(h))
-	select {
-	case <-entered:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the reader's loop never returned")
-	}
+	_, rec, r, release := startHeldReport(t, func(s *stream) { s.put(shard0, "b") })
 	r.l.Pause()
-	time.Sleep(100 * time.Millisecond) // the session drains, waiting for the loop's report
-	close(hold)
+	release()
 	select {
 	case err := <-r.done:
 		r.done <- err // for the cleanup's wait
@@ -250,6 +266,54 @@ func TestARecreationReportedAsTheLoaderPausesIsStartedOverAfterThePause(t *testi
 	rec.waitFor(t, "b") // read from the new stream's beginning
 	if err := r.stop(t); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Run = %v, want ErrClosed", err)
+	}
+}
+
+// A Close whose drain meets a loop's failure while DescribeStreamSummary
+// is throttled asks a few times only: it does not wait StreamWaitTimeout
+// (10 minutes) for an answer that would explain the failure. (A review of
+// the fix of seed 8080248 found it did.)
+func TestACloseDoesNotWaitForAnAnswerThatWouldExplainAFailure(t *testing.T) {
+	s, _, r, release := startHeldReport(t, nil)
+	s.f.Inject(kinesistest.Fault{Op: kinesistest.OpDescribeStreamSummary, Err: &types.LimitExceededException{Message: aws.String("throttled")}})
+	closed := make(chan error, 1)
+	go func() { closed <- r.l.Close(context.Background()) }()
+	release()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close still waits 30 s later")
+	}
+	if err := r.wait(t); err == nil {
+		t.Error("Run = nil, want the loop's failure")
+	}
+}
+
+// A Close whose drain meets a loop's failure while the stream is deleted
+// (StreamRecreatedStartOver) ends Run with ErrClosed: it does not wait for
+// the stream to come back. (A review of the fix of seed 8080248 found Run
+// waiting StreamWaitTimeout after Close returned.)
+func TestACloseDoesNotWaitForADeletedStream(t *testing.T) {
+	s, _, r, release := startHeldReport(t, nil)
+	if _, err := s.f.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(s.name)}); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- r.l.Close(context.Background()) }()
+	release()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close still waits 30 s later")
+	}
+	if err := r.wait(t); !errors.Is(err, ErrClosed) {
+		t.Errorf("Run = %v, want ErrClosed", err)
 	}
 }
 
