@@ -269,13 +269,10 @@ func TestARecreationReportedAsTheLoaderPausesIsStartedOverAfterThePause(t *testi
 	}
 }
 
-// A Close whose drain meets a loop's failure while DescribeStreamSummary
-// is throttled asks a few times only: it does not wait StreamWaitTimeout
-// (10 minutes) for an answer that would explain the failure. (A review of
-// the fix of seed 8080248 found it did.)
-func TestACloseDoesNotWaitForAnAnswerThatWouldExplainAFailure(t *testing.T) {
-	s, _, r, release := startHeldReport(t, nil)
-	s.f.Inject(kinesistest.Fault{Op: kinesistest.OpDescribeStreamSummary, Err: &types.LimitExceededException{Message: aws.String("throttled")}})
+// closeReleasing closes the Loader, releases the held report while Close
+// drains, and fails t unless Close returns nil within 30 s.
+func closeReleasing(t *testing.T, r *running, release func()) {
+	t.Helper()
 	closed := make(chan error, 1)
 	go func() { closed <- r.l.Close(context.Background()) }()
 	release()
@@ -287,6 +284,16 @@ func TestACloseDoesNotWaitForAnAnswerThatWouldExplainAFailure(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Close still waits 30 s later")
 	}
+}
+
+// A Close whose drain meets a loop's failure while DescribeStreamSummary
+// is throttled asks a few times only: it does not wait StreamWaitTimeout
+// (10 minutes) for an answer that would explain the failure. (A review of
+// the fix of seed 8080248 found it did.)
+func TestACloseDoesNotWaitForAnAnswerThatWouldExplainAFailure(t *testing.T) {
+	s, _, r, release := startHeldReport(t, nil)
+	s.f.Inject(kinesistest.Fault{Op: kinesistest.OpDescribeStreamSummary, Err: &types.LimitExceededException{Message: aws.String("throttled")}})
+	closeReleasing(t, r, release)
 	if err := r.wait(t); err == nil {
 		t.Error("Run = nil, want the loop's failure")
 	}
@@ -301,17 +308,7 @@ func TestACloseDoesNotWaitForADeletedStream(t *testing.T) {
 	if _, err := s.f.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(s.name)}); err != nil {
 		t.Fatal(err)
 	}
-	closed := make(chan error, 1)
-	go func() { closed <- r.l.Close(context.Background()) }()
-	release()
-	select {
-	case err := <-closed:
-		if err != nil {
-			t.Errorf("Close = %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Close still waits 30 s later")
-	}
+	closeReleasing(t, r, release)
 	if err := r.wait(t); !errors.Is(err, ErrClosed) {
 		t.Errorf("Run = %v, want ErrClosed", err)
 	}
