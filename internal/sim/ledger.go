@@ -111,12 +111,17 @@ type rewound struct {
 func (l *ledger) owed(p *put, required bool) (after int, id string, ok bool) {
 	after, ok = -1, required
 	for _, rw := range l.rewound {
-		if rw.void || rw.gen != p.gen || rw.shard != p.shard || !p.at.Before(rw.at) {
+		if rw.gen != p.gen || rw.shard != p.shard || !p.at.Before(rw.at) {
 			continue
 		}
-		if rw.pos.Kind == scan.KindTrimHorizon || !p.at.Truncate(time.Millisecond).Before(rw.pos.Timestamp) {
+		again := rw.pos.Kind == scan.KindTrimHorizon || !p.at.Truncate(time.Millisecond).Before(rw.pos.Timestamp)
+		switch {
+		case again && rw.void:
+			// Lost with its item: what it asked delivered again is not
+			// owed again (what it skipped stays skipped).
+		case again:
 			after, id, ok = rw.mark, rw.id, true
-		} else {
+		default:
 			after, id, ok = -1, "", false
 		}
 	}
