@@ -341,7 +341,7 @@ func (s *session) establishIdentity(ctx context.Context) error {
 		// re-created again). Ask again before taking the stream for
 		// another (found by the simulation, seed 3130153: a fleet host
 		// stopped, refused a start-over to a stream two re-creations old).
-		if cur, err = s.describeAgain(ctx); err != nil {
+		if cur, _, err = s.describeIdentityAt(ctx); err != nil {
 			return err
 		}
 	}
@@ -394,18 +394,6 @@ func (s *session) establishIdentity(ctx context.Context) error {
 	}
 	s.identity = cur
 	return nil
-}
-
-// describeAgain asks DescribeStreamSummary for the stream's identity now,
-// retried as the first ask is.
-func (s *session) describeAgain(ctx context.Context) (StreamIdentity, error) {
-	var id StreamIdentity
-	err := s.callKinesis(ctx, "", "DescribeStreamSummary", func(ctx context.Context) error {
-		var err error
-		id, err = describeStream(ctx, s.client, s.l.cfg.Stream, s.l.cfg.CallTimeout)
-		return err
-	})
-	return id, err
 }
 
 // checkFutureStart refuses an AT_TIMESTAMP start (Config.StartPosition or
