@@ -546,8 +546,18 @@ type posEntry struct {
 	rate  float64
 }
 
+// String is the entry as its chunk stores it: "epoch position [rate]".
+// A position after a sequence number, the one a busy shard commits, is
+// written as the bare number (which [scan.Parse] reads as
+// AFTER_SEQUENCE_NUMBER, as every version of this package has): the
+// chunk of a busy host is written every round and costs its bytes, and
+// the kind's name would be a fifth of them.
 func (e posEntry) String() string {
-	s := strconv.FormatUint(e.epoch, 10) + " " + e.pos.String()
+	pos := e.pos.String()
+	if e.pos.Kind == scan.KindAfterSequence {
+		pos = e.pos.Sequence
+	}
+	s := strconv.FormatUint(e.epoch, 10) + " " + pos
 	if e.rate > 0 {
 		s += " " + strconv.FormatFloat(e.rate, 'f', 0, 64)
 	}
