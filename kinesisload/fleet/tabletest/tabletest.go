@@ -57,6 +57,7 @@ var cases = []suiteCase{
 	{"SetEntry", testSetEntry},
 	{"SetEntryOnAnItemWithout", testSetEntryExisting},
 	{"SetEntriesOfManyWriters", testSetEntryConcurrent},
+	{"SetEntriesCreatingTheItemTogether", testSetEntryCreateConcurrent},
 	{"ConditionalWritesSerialise", testPutConcurrent},
 	{"LargeMap", testLargeMap},
 	{"CancelledIsUnknown", testCancelled},
@@ -362,6 +363,37 @@ func testSetEntryConcurrent(ctx context.Context, t *testing.T, tb fleet.Table, p
 	}
 	if want := created.Version + writers*rounds; got.Version != want {
 		t.Errorf("version %d after %d SetEntry, want %d", got.Version, writers*rounds, want)
+	}
+}
+
+// Many writers each set their own entry of an item that does not exist
+// yet, at once (the hosts of a new fleet registering): every write
+// succeeds, whichever of them creates the item, and every entry is in it.
+func testSetEntryCreateConcurrent(ctx context.Context, t *testing.T, tb fleet.Table, p string) {
+	const writers = 8
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			<-start
+			host := fmt.Sprintf("host-%d", w)
+			if _, err := tb.SetEntry(ctx, p, "roster", "beats", host, "", "c=1"); err != nil {
+				errs <- fmt.Errorf("%s: %w", host, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("SetEntry of an entry of its own on an item created meanwhile: %v", err)
+	}
+	got := read(ctx, tb, p, "roster")
+	for w := range writers {
+		if v := got.Maps["beats"][fmt.Sprintf("host-%d", w)]; v != "c=1" {
+			t.Errorf("host-%d's entry is %q, want c=1 (item %s)", w, v, show(got))
+		}
 	}
 }
 
