@@ -848,11 +848,15 @@ func (m *member) collect(shards map[string]*shardItem, now time.Time) {
 		m.mu.Unlock()
 		ctx, cancel := m.callCtx()
 		items, err := m.c.table.Query(ctx, posPartition(m.part, id))
-		if err == nil {
-			for _, it := range items {
-				_ = m.c.table.Delete(ctx, it.Partition, it.Key, it.Version)
+		for _, it := range items {
+			if err != nil {
+				break
 			}
-			// The entry last: its positions are gone first.
+			err = m.c.table.Delete(ctx, it.Partition, it.Key, it.Version)
+		}
+		if err == nil {
+			// The entry last, once its positions are gone: without the
+			// entry nothing names its positions' partition again.
 			_, err = m.c.table.SetEntry(ctx, m.part, keyRoster, fieldBeats, id, s.raw, "")
 		}
 		cancel()

@@ -242,6 +242,7 @@ func (m *member) observe(r roster) {
 	for id := range m.seen {
 		if _, ok := r.beats[id]; !ok && m.seen[id].counter != unknownCounter {
 			delete(m.seen, id) // collected
+			delete(m.warned, id)
 		}
 	}
 }

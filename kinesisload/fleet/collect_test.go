@@ -1,0 +1,91 @@
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/kinesisload/fleet"
+	"github.com/tidemark/tidemark/scan"
+)
+
+// failsPositionDeletes fails every Delete in a host's positions partition
+// while on is set, nothing deleted (a throttled DeleteItem).
+type failsPositionDeletes struct {
+	fleet.Table
+	on     atomic.Bool
+	failed atomic.Int32
+}
+
+func (t *failsPositionDeletes) Delete(ctx context.Context, partition, key string, version uint64) error {
+	if strings.Contains(partition, "#pos#") && t.on.Load() {
+		t.failed.Add(1)
+		return fmt.Errorf("%w: throttled", fleet.ErrUnknown)
+	}
+	return t.Table.Delete(ctx, partition, key, version)
+}
+
+// A dead host's roster entry is removed only once its positions are: the
+// entry is the only thing that names its positions' partition, so a
+// collection whose delete of a chunk failed, then removed the entry, left
+// the chunk in the table for ever (a host that restarts under a new
+// HostID leaves one each time).
+func TestADeadHostsEntryIsCollectedOnlyAfterItsPositions(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, fleet.Config{})
+	deletes := &failsPositionDeletes{Table: w.table}
+	ft := fleet.NewFaultyTable(deletes)
+	c, err := fleet.New(ft, fleet.Config{HostID: "a", ManualRounds: true, Clock: w.clock, LeaseDuration: w.cfg.LeaseDuration, RenewInterval: w.cfg.RenewInterval,
+		Logger: slog.New(slog.NewTextHandler(w.logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Join(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &host{c: c, table: ft, m: m}
+	w.hosts["a"] = a
+	t.Cleanup(func() { _ = m.Leave(context.Background()) })
+	b := w.host("b")
+	ids := w.seed(a, 1)
+	l := w.acquire(b, ids[0])
+	if err := l.Commit(ctx, kinesisload.ShardProgress{ShardID: ids[0], State: kinesisload.StateActive, Position: scan.AfterSequence("42")}); err != nil {
+		t.Fatal(err)
+	}
+	w.advance(w.cfg.RenewInterval) // b writes its positions
+	if len(mustQuery(t, w.table, "s#pos#b")) == 0 {
+		t.Fatal("b wrote no positions")
+	}
+	b.table.Kill()
+	deletes.on.Store(true)
+	w.advance(w.cfg.LeaseDuration)
+	w.acquire(a, ids[0])               // b's lease expired: a takes the shard over
+	w.advance(4 * w.cfg.LeaseDuration) // b, owning nothing, is due for collection
+	if deletes.failed.Load() == 0 {
+		t.Fatal("a never tried to delete b's positions: the collection did not come")
+	}
+	roster, err := w.table.Get(ctx, "s", "roster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := roster.Maps["beats"]["b"]; !ok && len(mustQuery(t, w.table, "s#pos#b")) > 0 {
+		t.Fatal("b's roster entry was collected while its positions' delete failed: nothing names them any more")
+	}
+	deletes.on.Store(false)
+	w.advance(2 * w.cfg.RenewInterval)
+	if left := mustQuery(t, w.table, "s#pos#b"); len(left) > 0 {
+		t.Fatalf("b's positions are still in the table after its collection: %d items", len(left))
+	}
+	roster, err = w.table.Get(ctx, "s", "roster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := roster.Maps["beats"]["b"]; ok {
+		t.Fatal("b's roster entry is still there after its positions were deleted")
+	}
+}
