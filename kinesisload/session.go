@@ -806,6 +806,7 @@ func (sc *scheduler) launch(ls Lease) {
 		default:
 			s.l.stats.leaseEnded(id, endUncounted) // left to expire; not a handoff
 		}
+		s.l.hooks.obs.remove(ls) // a lease released or not: no more batches
 		select {
 		case sc.done <- shardDone{id: id, completed: completed, lost: lost, bounded: c.bounded, err: err}:
 		case <-sc.finished:
