@@ -21,7 +21,7 @@ import (
 // every (modelled) day for days days, with a retention of one day, and
 // checks that every record put on every day's shards is delivered. It
 // returns the store and its journal.
-func reshardDaily(t *testing.T, days int) (*JournalStore, *journal.Memory, string) {
+func reshardDaily(t *testing.T, days int) (*JournalStore, *journal.Memory, string, *Loader) {
 	t.Helper()
 	ctx := context.Background()
 	clock := kinesistest.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -39,7 +39,7 @@ func reshardDaily(t *testing.T, days int) (*JournalStore, *journal.Memory, strin
 	})
 	cfg := Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon(), ListShardsInterval: 2 * time.Millisecond}
 	ih := newInitHook()
-	start(t, ctx, cfg, WithClient(s.f), WithStore(store), quick, WithHooks(ih))
+	r := start(t, ctx, cfg, WithClient(s.f), WithStore(store), quick, WithHooks(ih))
 	ih.wait(t)
 	count := int32(2)
 	for day := range days {
@@ -61,7 +61,7 @@ func reshardDaily(t *testing.T, days int) (*JournalStore, *journal.Memory, strin
 		}
 		rec.waitFor(t, want...)
 	}
-	return store, j, s.name
+	return store, j, s.name, r.l
 }
 
 // waitStored waits until the store holds at most n shards of stream.
@@ -102,15 +102,24 @@ func snapshotShards(t *testing.T, j journal.Journal, stream string) int {
 
 // A year of daily reshards with a day of retention: the store holds only
 // the shards Kinesis still lists, not one more per day, and the snapshot
-// stays as small. Nothing put on any day's shards is lost.
+// and the Loader's Stats stay as small. Nothing put on any day's shards is
+// lost.
 func TestPruneKeepsAYearOfDailyReshardsBounded(t *testing.T) {
-	store, j, stream := reshardDaily(t, 365)
+	store, j, stream, l := reshardDaily(t, 365)
 	// Listed now: yesterday's shards (closed today) and today's: at most
 	// 4 + 4. Wait for the listing that follows the last reshard.
 	const bound = 8
 	got := waitStored(t, store, stream, bound)
 	if len(got) > bound {
 		t.Fatalf("after a year the store holds %d shards, want at most %d", len(got), bound)
+	}
+	// Stats forgets a shard just after the store prunes it.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(l.Stats().Shards) > bound && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := len(l.Stats().Shards); n > bound {
+		t.Errorf("after a year Stats reports %d shards, want at most %d (the store holds %d)", n, bound, len(got))
 	}
 	// Write another snapshot now, and check it is as small.
 	for i := range 16 {

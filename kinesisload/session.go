@@ -491,7 +491,7 @@ func (s *session) reportInitialised(t *topology, stored map[string]ShardProgress
 			seed = append(seed, n.ShardProgress)
 		}
 	}
-	l.stats.saved(seed)
+	l.stats.restart(seed)
 	l.stats.setInitialised(true)
 	took := time.Since(began)
 	strategy := s.resolver.Config().Strategy
@@ -1221,6 +1221,7 @@ func (s *session) prune(ctx context.Context, t *topology) error {
 	for _, id := range ids {
 		delete(t.nodes, id)
 	}
+	s.l.stats.forget(ids)
 	s.l.log.Debug("pruned completed shards no longer listed", "shards", len(ids))
 	return nil
 }

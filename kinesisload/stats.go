@@ -253,6 +253,32 @@ func (t *statsTracker) saved(updates []ShardProgress) {
 	}
 }
 
+// restart sets the shards' state and position to seed, the progress a
+// session starts from, which may be behind what was saved before (a
+// rewind, or a re-created stream whose shards reuse the old stream's
+// IDs), and drops the shards seed does not hold.
+func (t *statsTracker) restart(seed []ShardProgress) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	keep := make(map[string]bool, len(seed))
+	for _, p := range seed {
+		s := t.shard(p.ShardID)
+		s.State, s.Position = p.State, p.Position
+		keep[p.ShardID] = true
+	}
+	maps.DeleteFunc(t.shards, func(id string, _ *ShardStats) bool { return !keep[id] })
+}
+
+// forget drops shards, pruned from the store: Kinesis no longer lists
+// them and no Loader reads them again.
+func (t *statsTracker) forget(ids []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range ids {
+		delete(t.shards, id)
+	}
+}
+
 // reading records whether a consume loop runs for shard.
 func (t *statsTracker) reading(shard string, v bool) {
 	t.mu.Lock()

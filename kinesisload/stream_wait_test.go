@@ -414,3 +414,47 @@ func TestAnAnswerOlderThanTheStoredIdentityIsAskedAgain(t *testing.T) {
 		t.Errorf("delivered %q, want a, b once each", got)
 	}
 }
+
+// After a start-over, Stats shows the new stream's shards as they are:
+// a re-created stream's shard that reuses an old shard's ID is not shown
+// COMPLETED at the old stream's position. (Stats merged the new progress
+// into the old, and a merge never moves back.)
+func TestStatsAfterAStartOverShowTheNewStreamsShards(t *testing.T) {
+	s := newFakeStream(t, 1)
+	store := memStore(t, journal.NewMemory())
+	rec, ih := newRecorder(), newInitHook()
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon(),
+		ListShardsInterval: 20 * time.Millisecond, OnStreamRecreated: StreamRecreatedStartOver, KinesisBackoff: 10 * time.Millisecond},
+		WithClient(s.f), WithStore(store), WithHooks(ih))
+	ih.wait(t)
+	s.put(shard0, "a")
+	rec.waitFor(t, "a")
+	s.split(shard0)
+	waitStats(t, r.l, "the old shard to complete", func(st Stats) bool {
+		return slices.ContainsFunc(st.Shards, func(sh ShardStats) bool { return sh.ShardID == shard0 && sh.State == StateCompleted })
+	})
+	if _, err := s.f.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(s.name)}); err != nil {
+		t.Fatal(err)
+	}
+	waitStats(t, r.l, "Run to wait for the stream", func(st Stats) bool { return !st.WaitingForStream.IsZero() })
+	if _, err := s.f.CreateStream(context.Background(), &kinesis.CreateStreamInput{StreamName: aws.String(s.name), ShardCount: aws.Int32(1)}); err != nil {
+		t.Fatal(err)
+	}
+	ih.wait(t) // initialised again, on the new stream
+	s.put(shard0, "b")
+	rec.waitFor(t, "b")
+	stored, err := store.Load(context.Background(), s.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := stored[shard0]
+	st := waitStats(t, r.l, "the new stream's shard in Stats", func(st Stats) bool {
+		i := slices.IndexFunc(st.Shards, func(sh ShardStats) bool { return sh.ShardID == shard0 })
+		return i >= 0 && st.Shards[i].State == want.State && st.Shards[i].Position.Equal(want.Position)
+	})
+	for _, sh := range st.Shards {
+		if sh.ShardID != shard0 {
+			t.Errorf("Stats show %s (%s), a shard of the old stream only", sh.ShardID, sh.State)
+		}
+	}
+}
