@@ -173,3 +173,34 @@ func TestPrunableKeepsWhatLineageNeeds(t *testing.T) {
 		}
 	}
 }
+
+// A pruned shard's last rewind goes with it, from the store and from what
+// a replay of its journal rebuilds: it was kept in memory and in every
+// snapshot for ever, and re-read at every start-up.
+func TestAPrunedShardsRewindIsForgotten(t *testing.T) {
+	ctx := context.Background()
+	j := journal.NewMemory()
+	st := memStore(t, j)
+	const id = "shardId-000000000001"
+	if err := st.Save(ctx, "s", []ShardProgress{{ShardID: id, State: StateActive, Position: scan.AfterSequence("100")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Rewind(ctx, "s", Rewind{ID: "r1", By: "oncall", At: time.Now()}, map[string]scan.Position{id: scan.AfterSequence("50")}); err != nil {
+		t.Fatal(err)
+	}
+	if rws, _ := st.Rewinds(ctx, "s"); len(rws) != 1 {
+		t.Fatalf("rewinds before the prune: %v, want the one of %s", rws, id)
+	}
+	if err := st.Save(ctx, "s", []ShardProgress{{ShardID: id, State: StateCompleted, Position: scan.ShardEnd()}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Prune(ctx, "s", []string{id}); err != nil {
+		t.Fatal(err)
+	}
+	if rws, _ := st.Rewinds(ctx, "s"); len(rws) != 0 {
+		t.Errorf("rewinds after the prune: %v, want none", rws)
+	}
+	if rws, _ := memStore(t, j).Rewinds(ctx, "s"); len(rws) != 0 {
+		t.Errorf("rewinds replayed after the prune: %v, want none", rws)
+	}
+}

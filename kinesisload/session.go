@@ -1220,6 +1220,7 @@ func (s *session) prune(ctx context.Context, t *topology) error {
 	}
 	for _, id := range ids {
 		delete(t.nodes, id)
+		delete(s.rewound, id)
 	}
 	s.l.stats.forget(ids)
 	s.l.log.Debug("pruned completed shards no longer listed", "shards", len(ids))

@@ -258,7 +258,8 @@ func (s *JournalStore) apply(rec storeRecord) {
 	case rec.Identity != nil:
 		m.Identity = *rec.Identity
 	}
-	if rec.Gen >= 0 && rec.Gen < gen && !rec.StartOver {
+	archived := rec.Gen >= 0 && rec.Gen < gen && !rec.StartOver
+	if archived {
 		// A Save of a stream that was started over since: its archive.
 		shards = m.Archives[rec.Gen].Shards
 	}
@@ -267,6 +268,9 @@ func (s *JournalStore) apply(rec storeRecord) {
 	}
 	for _, id := range rec.Prune {
 		delete(shards, id)
+		if !archived {
+			delete(s.rewinds[rec.Stream], id) // never read again: nothing to settle
+		}
 	}
 	s.applyRewinds(rec, shards, gen)
 	switch _, pending := s.starts[rec.Stream]; {
