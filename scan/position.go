@@ -111,6 +111,9 @@ func (p Position) Validate() error {
 		if p.Timestamp.IsZero() {
 			return fmt.Errorf("%w: %s needs a timestamp", ErrInvalidPosition, p.Kind)
 		}
+		if y := p.Timestamp.UTC().Year(); y < 0 || y > 9999 {
+			return fmt.Errorf("%w: %s %v: year %d in UTC, outside 0000 to 9999", ErrInvalidPosition, p.Kind, p.Timestamp, y)
+		}
 	case KindAtSequence, KindAfterSequence:
 		if !p.Timestamp.IsZero() {
 			return fmt.Errorf("%w: %s takes no timestamp", ErrInvalidPosition, p.Kind)

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidemark/tidemark/kinesisload"
@@ -540,8 +541,9 @@ func (m *member) recover(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	for _, it := range items {
-		i, err := strconv.Atoi(it.Key[len(prefixPos):])
-		if err != nil || i < 0 || i > 1<<20 {
+		n, ok := strings.CutPrefix(it.Key, prefixPos)
+		i, err := strconv.Atoi(n)
+		if !ok || err != nil || i < 0 || i > 1<<20 {
 			continue
 		}
 		for len(m.posVersions) <= i {

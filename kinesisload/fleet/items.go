@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/scan"
@@ -107,6 +108,10 @@ func parseTime(it Item, field string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
 		return time.Time{}, badItem(it, "attribute %s = %q: %v", field, v, err)
+	}
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		// formatTime could not write it back in RFC 3339.
+		return time.Time{}, badItem(it, "attribute %s = %q: year %d in UTC, outside 0000 to 9999", field, v, y)
 	}
 	return t, nil
 }
@@ -429,8 +434,11 @@ func encodeHintID(id string) string {
 	return "~" + id
 }
 
-// hintable reports whether id can be named in a hint.
-func hintable(id string) bool { return id != "" && !strings.ContainsAny(id, ", :*\t\n") }
+// hintable reports whether id can be named in a hint: a beat is split
+// at any white space, its hint at ',' and ':', and '*' names every item.
+func hintable(id string) bool {
+	return id != "" && !strings.ContainsAny(id, ",:*") && !strings.ContainsFunc(id, unicode.IsSpace)
+}
 
 func parseHint(v string) (hint, error) {
 	from, ids, ok := strings.Cut(v, ":")
@@ -465,8 +473,8 @@ func (b beat) String() string {
 	if b.by != kinesisload.BalanceByCount {
 		s += fmt.Sprintf(" b=%d", b.by)
 	}
-	if b.load > 0 {
-		s += " w=" + strconv.FormatFloat(b.load, 'f', 0, 64)
+	if w := strconv.FormatFloat(b.load, 'f', 0, 64); b.load > 0 && w != "0" {
+		s += " w=" + w // whole bytes a second: under half of one is none
 	}
 	if b.left {
 		s += " left"

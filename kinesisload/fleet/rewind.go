@@ -201,7 +201,7 @@ func decodeRewind(s *shardItem) (kinesisload.Rewind, bool) {
 		return kinesisload.Rewind{}, false
 	}
 	var rw kinesisload.Rewind
-	if err := json.Unmarshal([]byte(s.rewind), &rw); err != nil {
+	if err := json.Unmarshal([]byte(s.rewind), &rw); err != nil || rw.To.Validate() != nil {
 		return kinesisload.Rewind{}, false
 	}
 	rw.Shard = s.id
