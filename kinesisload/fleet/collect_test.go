@@ -89,3 +89,35 @@ func TestADeadHostsEntryIsCollectedOnlyAfterItsPositions(t *testing.T) {
 		t.Fatal("b's roster entry is still there after its positions were deleted")
 	}
 }
+
+// A host whose own roster entry an operator edited by hand, into a form
+// its encoding would not write (here a trailing space, as a console may
+// leave), keeps beating and keeps its leases: its heartbeat's condition is
+// the entry as stored, not as the host would write it. (Every heartbeat
+// was refused, and the host fenced itself a lease duration later.)
+func TestAHostWhoseRosterEntryWasEditedByHandKeepsBeating(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, fleet.Config{})
+	a := w.host("a")
+	ids := w.seed(a, 1)
+	l := w.acquire(a, ids[0])
+	roster, err := w.table.Get(ctx, "s", "roster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	was := roster.Maps["beats"]["a"]
+	if _, err := w.table.SetEntry(ctx, "s", "roster", "beats", "a", was, was+" "); err != nil {
+		t.Fatal(err)
+	}
+	w.advance(2 * w.cfg.LeaseDuration)
+	if err := l.Err(); err != nil {
+		t.Fatalf("the lease was lost after the entry was edited by hand: %v", err)
+	}
+	roster, err = w.table.Get(ctx, "s", "roster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now := roster.Maps["beats"]["a"]; now == was+" " {
+		t.Fatalf("the entry is still the hand-edited %q: no heartbeat landed since", now)
+	}
+}

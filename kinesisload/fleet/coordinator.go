@@ -180,11 +180,15 @@ type member struct {
 	rounds   chan struct{} // closed and replaced after every balance
 
 	mu sync.Mutex
-	// entry is our roster entry as last known written; entryKnown is
-	// false while we do not know it (an entry written afresh is
-	// conditional on its absence). tried maps the counters of beats
-	// whose answer we have not seen to when they began.
+	// entry is our roster entry as last known written, and entryRaw the
+	// same as stored, byte for byte ("" when absent): the condition of
+	// our next write (an entry edited by hand may be written otherwise
+	// than entry.String). entryKnown is false while we do not know it
+	// (an entry written afresh is conditional on its absence). tried
+	// maps the counters of beats whose answer we have not seen to when
+	// they began.
 	entry      beat
+	entryRaw   string
 	entryKnown bool
 	tried      map[uint64]time.Time
 	changes    uint64    // our changes to the table so far

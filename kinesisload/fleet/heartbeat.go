@@ -40,10 +40,10 @@ func (m *member) register(ctx context.Context) error {
 			}
 			m.mu.Lock()
 			if b, ok := r.beats[m.me]; ok {
-				m.entry, m.entryKnown = b, true
+				m.entry, m.entryRaw, m.entryKnown = b, r.raw[m.me], true
 				m.changes = b.changes
 			} else {
-				m.entry, m.entryKnown = beat{}, true
+				m.entry, m.entryRaw, m.entryKnown = beat{}, "", true
 			}
 			m.mu.Unlock()
 			m.beat()
@@ -136,8 +136,8 @@ func (m *member) writeEntry(next beat, began time.Time) {
 	cfg := m.c.cfg
 	m.mu.Lock()
 	old := ""
-	if m.entryKnown && (m.entry.counter > 0 || m.entry.changes > 0) {
-		old = m.entry.String()
+	if m.entryKnown {
+		old = m.entryRaw
 	}
 	fenceAt := m.lastOK.Add(cfg.LeaseDuration - cfg.FenceMargin)
 	m.mu.Unlock()
@@ -186,10 +186,10 @@ func (m *member) writeEntry(next beat, began time.Time) {
 				}
 			}
 		}
-		m.entry, m.entryKnown = got, true
+		m.entry, m.entryRaw, m.entryKnown = got, r.raw[m.me], true
 	} else {
 		// Removed (collected) while we were away: write it afresh.
-		m.entry, m.entryKnown = beat{}, true
+		m.entry, m.entryRaw, m.entryKnown = beat{}, "", true
 	}
 	if m.fenced && !m.fenceDue(m.c.now()) {
 		m.fenced = false
@@ -350,8 +350,8 @@ func (m *member) tryMarkLeft(ctx context.Context) (done bool, err error) {
 	next := m.nextEntry()
 	next.left = true
 	old := ""
-	if m.entryKnown && (m.entry.counter > 0 || m.entry.changes > 0) {
-		old = m.entry.String()
+	if m.entryKnown {
+		old = m.entryRaw
 	}
 	m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, m.c.cfg.CallTimeout)
@@ -376,7 +376,7 @@ func (m *member) tryMarkLeft(ctx context.Context) (done bool, err error) {
 		return true, nil
 	}
 	m.mu.Lock()
-	m.entry, m.entryKnown = b, true
+	m.entry, m.entryRaw, m.entryKnown = b, r.raw[m.me], true
 	m.mu.Unlock()
 	return false, fmt.Errorf("%w: our roster entry is not left (%w)", ErrConflict, err)
 }
