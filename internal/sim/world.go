@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/big"
 	"math/rand/v2"
 	"net"
@@ -223,6 +224,7 @@ func (w *world) run(evs []Event) {
 	}
 	w.heal()
 	w.awaitDelivered()
+	w.checkBeats()
 	w.stopAll()
 	w.detached.Wait()
 	w.check()
@@ -1240,6 +1242,13 @@ func (w *world) handEdit(ctx context.Context, op string, d time.Duration) {
 		it, ok = pick(key("init"))
 		restore = true
 	case "delete-roster":
+		if w.intn(2) == 0 {
+			// Half the time (drawn here, so that the plans of the
+			// seeds kept stay as they were): an entry rewritten in
+			// another form, as a console may leave it.
+			w.reformatRosterEntry(ctx, part)
+			return
+		}
 		it, ok = pick(key("roster"))
 	case "delete-positions":
 		var pos []fleet.Item
@@ -1286,6 +1295,28 @@ func (w *world) handEdit(ctx context.Context, op string, d time.Duration) {
 			w.restore(e)
 		})
 	}
+}
+
+// reformatRosterEntry rewrites a host's roster entry by hand in another
+// form that reads the same (a trailing space, or a doubled one): the
+// host's next heartbeat is conditional on the entry as stored.
+func (w *world) reformatRosterEntry(ctx context.Context, part string) {
+	it, err := w.table.Get(ctx, part, "roster")
+	if err != nil || len(it.Maps["beats"]) == 0 {
+		return
+	}
+	hosts := slices.Sorted(maps.Keys(it.Maps["beats"]))
+	host := hosts[w.intn(len(hosts))]
+	was := it.Maps["beats"][host]
+	now := was + " "
+	if w.intn(2) == 0 {
+		now = strings.Replace(was, " ", "  ", 1)
+	}
+	if _, err := w.table.SetEntry(ctx, part, "roster", "beats", host, was, now); err != nil {
+		w.logf("hand edit reformat-roster of %s: %v", host, err)
+		return
+	}
+	w.logf("hand edit: roster entry of %s %q -> %q", host, was, now)
 }
 
 // repairRefused rewinds shard to TRIM_HORIZON once per incarnation of the
@@ -1478,6 +1509,58 @@ func (w *world) awaitDelivered() {
 		time.Sleep(time.Second)
 		w.operate()
 		w.startDown(nil)
+	}
+}
+
+// checkBeats checks, once every record is delivered, that every running
+// fleet host's heartbeats land: its roster entry's counter grows within
+// two lease durations. (A host whose every beat is refused holds no lease
+// and goes unnoticed while the others read its shards.)
+func (w *world) checkBeats() {
+	if !w.spec.fleet() {
+		return
+	}
+	w.mu.Lock()
+	done := !w.ledger.done.IsZero()
+	w.mu.Unlock()
+	if !done {
+		return // reported as missing records
+	}
+	counters := func() map[string]string {
+		it, err := w.table.Get(context.Background(), w.latestPartition(), "roster")
+		if err != nil {
+			return nil
+		}
+		out := map[string]string{}
+		for host, v := range it.Maps["beats"] {
+			if f := strings.Fields(v); len(f) > 0 {
+				out[host] = f[0] // c=<counter>
+			}
+		}
+		return out
+	}
+	// A host counts when its Loader was in a session throughout: one
+	// waiting for the stream, or between sessions, is not in the fleet.
+	inSession := func() map[*proc]bool {
+		out := map[*proc]bool{}
+		for _, s := range w.slots {
+			if p := s.running(); p != nil && !p.isStopping() && p.loader != nil {
+				st := p.loader.Stats()
+				out[p] = st.Initialised && st.WaitingForStream.IsZero()
+			}
+		}
+		return out
+	}
+	was, before := inSession(), counters()
+	time.Sleep(2 * w.spec.Lease)
+	after, is := counters(), inSession()
+	for p, ok := range is {
+		if !ok || !was[p] {
+			continue
+		}
+		if c, ok := after[p.host]; !ok || c == before[p.host] {
+			w.failf("%s (host %s): no heartbeat landed in %v after every record was delivered (roster entry counter %q, then %q)", p.name, p.host, 2*w.spec.Lease, before[p.host], c)
+		}
 	}
 }
 
