@@ -413,10 +413,12 @@ func (t *Table) SetEntry(ctx context.Context, partition, key, field, entry, old,
 			update = "SET #f.#e = :val, #v = if_not_exists(#v, :base) + :one"
 			values[":val"] = &types.AttributeValueMemberS{Value: value}
 		}
-		cond := "attribute_not_exists(#f.#e)"
+		// An entry present and empty (left so by hand: DynamoDB keeps
+		// an empty string) is absent, as MemoryTable has it.
+		cond := "attribute_not_exists(#f.#e) OR #f.#e = :old"
+		values[":old"] = &types.AttributeValueMemberS{Value: old}
 		if old != "" {
 			cond = "#f.#e = :old"
-			values[":old"] = &types.AttributeValueMemberS{Value: old}
 		}
 		cctx, cancel := t.callCtx(ctx)
 		out, err := t.api.UpdateItem(cctx, &dynamodb.UpdateItemInput{

@@ -56,6 +56,7 @@ var cases = []suiteCase{
 	{"DeleteConditional", testDelete},
 	{"SetEntry", testSetEntry},
 	{"SetEntryOnAnItemWithout", testSetEntryExisting},
+	{"SetEntryOverAnEmptyEntry", testSetEntryEmpty},
 	{"SetEntriesOfManyWriters", testSetEntryConcurrent},
 	{"SetEntriesCreatingTheItemTogether", testSetEntryCreateConcurrent},
 	{"ConditionalWritesSerialise", testPutConcurrent},
@@ -324,6 +325,20 @@ func testSetEntryExisting(ctx context.Context, t *testing.T, tb fleet.Table, p s
 	must(t, "SetEntry on an item without the map", err)
 	if got.Fields["keep"] != "me" || got.Maps["beats"]["a"] != "c=1" || got.Version != stored.Version+1 {
 		t.Errorf("SetEntry on an existing item returned %s, want keep=me, beats[a]=c=1, version %d", show(got), stored.Version+1)
+	}
+}
+
+// An entry present with an empty value (as a hand edit in a console may
+// leave it) is as absent: SetEntry from "" sets it. (On DynamoDB a write
+// conditional on the entry's absence was refused, and the host whose
+// roster entry it was could never beat again.)
+func testSetEntryEmpty(ctx context.Context, t *testing.T, tb fleet.Table, p string) {
+	_, err := tb.Put(ctx, fleet.Item{Partition: p, Key: "roster", Maps: map[string]map[string]string{"beats": {"a": "", "b": "c=1"}}})
+	must(t, "Put", err)
+	got, err := tb.SetEntry(ctx, p, "roster", "beats", "a", "", "c=1")
+	must(t, "SetEntry from \"\" over an empty entry", err)
+	if want := map[string]string{"a": "c=1", "b": "c=1"}; !maps.Equal(got.Maps["beats"], want) {
+		t.Errorf("after SetEntry: %s, want beats %v", show(got), want)
 	}
 }
 
