@@ -841,7 +841,9 @@ func (m *member) collect(shards map[string]*shardItem, now time.Time) {
 		}
 	}
 	m.mu.Unlock()
-	slices.Sort(gone)
+	// A few a round, picked at random: a host whose positions cannot be
+	// deleted (a chunk edited by hand) must not hold up the others.
+	mrand.Shuffle(len(gone), func(i, j int) { gone[i], gone[j] = gone[j], gone[i] })
 	for _, id := range gone[:min(len(gone), 4)] {
 		m.mu.Lock()
 		s := m.seen[id]
@@ -860,6 +862,10 @@ func (m *member) collect(shards map[string]*shardItem, now time.Time) {
 			_, err = m.c.table.SetEntry(ctx, m.part, keyRoster, fieldBeats, id, s.raw, "")
 		}
 		cancel()
+		if fatal(err) {
+			m.fail("collecting the entry of host "+id, err)
+			return
+		}
 		if err == nil {
 			m.mu.Lock()
 			delete(m.seen, id)

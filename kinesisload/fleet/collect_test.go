@@ -2,8 +2,10 @@ package fleet_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,25 +21,27 @@ type failsPositionDeletes struct {
 	fleet.Table
 	on     atomic.Bool
 	failed atomic.Int32
+	only   []string // the hosts whose positions fail (none: every host's)
+	err    error    // what a failed delete returns (nil: an unknown outcome)
 }
 
 func (t *failsPositionDeletes) Delete(ctx context.Context, partition, key string, version uint64) error {
-	if strings.Contains(partition, "#pos#") && t.on.Load() {
+	_, host, isPos := strings.Cut(partition, "#pos#")
+	if isPos && t.on.Load() && (len(t.only) == 0 || slices.Contains(t.only, host)) {
 		t.failed.Add(1)
+		if t.err != nil {
+			return t.err
+		}
 		return fmt.Errorf("%w: throttled", fleet.ErrUnknown)
 	}
 	return t.Table.Delete(ctx, partition, key, version)
 }
 
-// A dead host's roster entry is removed only once its positions are: the
-// entry is the only thing that names its positions' partition, so a
-// collection whose delete of a chunk failed, then removed the entry, left
-// the chunk in the table for ever (a host that restarts under a new
-// HostID leaves one each time).
-func TestADeadHostsEntryIsCollectedOnlyAfterItsPositions(t *testing.T) {
+// startCollecting makes host a, through deletes, and host b, which takes
+// a shard, writes its positions and dies; deletes fail from then on.
+func startCollecting(t *testing.T, w *world, deletes *failsPositionDeletes) *host {
+	t.Helper()
 	ctx := context.Background()
-	w := newWorld(t, fleet.Config{})
-	deletes := &failsPositionDeletes{Table: w.table}
 	ft := fleet.NewFaultyTable(deletes)
 	c, err := fleet.New(ft, fleet.Config{HostID: "a", ManualRounds: true, Clock: w.clock, LeaseDuration: w.cfg.LeaseDuration, RenewInterval: w.cfg.RenewInterval,
 		Logger: slog.New(slog.NewTextHandler(w.logs, nil))})
@@ -69,6 +73,32 @@ func TestADeadHostsEntryIsCollectedOnlyAfterItsPositions(t *testing.T) {
 	if deletes.failed.Load() == 0 {
 		t.Fatal("a never tried to delete b's positions: the collection did not come")
 	}
+	return a
+}
+
+// A collection refused for good (the role may not DeleteItem) stops the
+// host's membership with the error, as every other refused call does: it
+// was ignored, and the dead host's entry was tried again every round.
+func TestACollectionTheTableRefusesStopsTheMembership(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	deletes := &failsPositionDeletes{Table: w.table, err: errors.New("AccessDeniedException: not authorized to perform dynamodb:DeleteItem")}
+	a := startCollecting(t, w, deletes)
+	_, err := a.m.Acquire(context.Background(), nil)
+	if err == nil || !strings.Contains(err.Error(), "AccessDeniedException") {
+		t.Fatalf("Acquire = %v, want the refusal of the collection", err)
+	}
+}
+
+// A dead host's roster entry is removed only once its positions are: the
+// entry is the only thing that names its positions' partition, so a
+// collection whose delete of a chunk failed, then removed the entry, left
+// the chunk in the table for ever (a host that restarts under a new
+// HostID leaves one each time).
+func TestADeadHostsEntryIsCollectedOnlyAfterItsPositions(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, fleet.Config{})
+	deletes := &failsPositionDeletes{Table: w.table}
+	startCollecting(t, w, deletes)
 	roster, err := w.table.Get(ctx, "s", "roster")
 	if err != nil {
 		t.Fatal(err)
@@ -119,5 +149,63 @@ func TestAHostWhoseRosterEntryWasEditedByHandKeepsBeating(t *testing.T) {
 	}
 	if now := roster.Maps["beats"]["a"]; now == was+" " {
 		t.Fatalf("the entry is still the hand-edited %q: no heartbeat landed since", now)
+	}
+}
+
+// Dead hosts whose positions cannot be deleted (chunks edited by hand, so
+// their conditional deletes never hold) do not hold up the collection of
+// the others: the four first in order were tried every round, and the
+// fifth dead host's entry and positions stayed for ever.
+func TestDeadHostsWhosePositionsStayDoNotHoldUpTheCollectionOfOthers(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, fleet.Config{})
+	stuck := []string{"d1", "d2", "d3", "d4"}
+	deletes := &failsPositionDeletes{Table: w.table, only: stuck}
+	ft := fleet.NewFaultyTable(deletes)
+	c, err := fleet.New(ft, fleet.Config{HostID: "a", ManualRounds: true, Clock: w.clock, LeaseDuration: w.cfg.LeaseDuration, RenewInterval: w.cfg.RenewInterval,
+		Logger: slog.New(slog.NewTextHandler(w.logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Join(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &host{c: c, table: ft, m: m}
+	w.hosts["a"] = a
+	t.Cleanup(func() { _ = m.Leave(context.Background()) })
+	ids := w.seed(a, 5)
+	dead := append(slices.Clone(stuck), "d5")
+	for i, id := range dead {
+		h := w.host(id)
+		l := w.acquire(h, ids[i])
+		if err := l.Commit(ctx, kinesisload.ShardProgress{ShardID: ids[i], State: kinesisload.StateActive, Position: scan.AfterSequence("42")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.advance(w.cfg.RenewInterval) // every dead-to-be host writes its positions
+	for _, id := range dead {
+		w.hosts[id].table.Kill()
+	}
+	deletes.on.Store(true)
+	w.advance(w.cfg.LeaseDuration)
+	for _, id := range ids {
+		w.acquire(a, id)
+	}
+	w.advance(8 * w.cfg.LeaseDuration)
+	if left := mustQuery(t, w.table, "s#pos#d5"); len(left) > 0 {
+		t.Fatalf("d5's positions are still in the table: the hosts whose deletes fail hold up its collection")
+	}
+	roster, err := w.table.Get(ctx, "s", "roster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := roster.Maps["beats"]["d5"]; ok {
+		t.Fatal("d5's roster entry is still there")
+	}
+	for _, id := range stuck {
+		if _, ok := roster.Maps["beats"][id]; !ok {
+			t.Errorf("%s's roster entry was collected while its positions stay", id)
+		}
 	}
 }
