@@ -111,3 +111,35 @@ func TestTableOfThePreviousVersionIsReadAsItIs(t *testing.T) {
 		}
 	}
 }
+
+// An item whose "ver" an operator set to 0 by hand is read at version 1,
+// as one without a "ver", and written over: every conditional write on it
+// was refused (its condition wanted 1 or none), so a shard item so edited
+// was never taken again and its owner's commits retried for ever.
+func TestAnItemWhoseVerWasSetToZeroByHandIsWrittenAgain(t *testing.T) {
+	e := emulator.Start(t, emulator.Dynalite)
+	ctx := context.Background()
+	api := newClient(e.Endpoint, newFaults())
+	table := fmt.Sprintf("tidemark-ver0-%d", tableSeq.Add(1))
+	tb := NewTable(api, table, 10*time.Second)
+	if err := tb.Ensure(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	oldItem(t, api, table, map[string]types.AttributeValue{keyStream: sv("orders"), keyItem: sv("shard#shardId-000000000000"),
+		"ver": nv(0), "epoch": nv(5), "owner": sv("h1")})
+	it, err := tb.Get(ctx, "orders", "shard#shardId-000000000000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Version != 1 {
+		t.Fatalf("read at version %d, want 1", it.Version)
+	}
+	it.Fields["owner"] = "h2"
+	stored, err := tb.Put(ctx, it)
+	if err != nil {
+		t.Fatalf("Put at the version read: %v", err)
+	}
+	if stored.Version != 2 || stored.Fields["owner"] != "h2" {
+		t.Fatalf("stored %+v, want owner h2 at version 2", stored)
+	}
+}

@@ -250,7 +250,7 @@ func (t *Table) decode(m map[string]types.AttributeValue) (fleet.Item, error) {
 		}
 	}
 	if it.Version == 0 {
-		it.Version = 1 // an item of an earlier version: no "ver"
+		it.Version = 1 // an item of an earlier version (no "ver"), or "ver" set to 0 by hand
 	}
 	return it, nil
 }
@@ -284,8 +284,8 @@ func encode(it fleet.Item, ver uint64) map[string]types.AttributeValue {
 }
 
 // versionCondition is the condition that the stored item is at version
-// ver: absent for 0; "ver" equal, or absent on an existing item (an
-// earlier version's), for 1.
+// ver: absent for 0; "ver" equal, absent on an existing item (an earlier
+// version's), or 0 (set so by hand), for 1.
 func versionCondition(ver uint64, names map[string]string, values map[string]types.AttributeValue) string {
 	switch ver {
 	case 0:
@@ -294,7 +294,8 @@ func versionCondition(ver uint64, names map[string]string, values map[string]typ
 	case 1:
 		names["#k"], names["#v"] = keyItem, attrVer
 		values[":ver"] = &types.AttributeValueMemberN{Value: "1"}
-		return "attribute_exists(#k) AND (#v = :ver OR attribute_not_exists(#v))"
+		values[":zero"] = &types.AttributeValueMemberN{Value: "0"}
+		return "attribute_exists(#k) AND (#v = :ver OR #v = :zero OR attribute_not_exists(#v))"
 	}
 	names["#v"] = attrVer
 	values[":ver"] = &types.AttributeValueMemberN{Value: strconv.FormatUint(ver, 10)}
