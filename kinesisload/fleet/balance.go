@@ -372,7 +372,7 @@ func (m *member) free(s *shardItem, now time.Time) bool {
 	case m.me:
 		return true // a lease of ours we no longer hold
 	default:
-		return !m.alive(s.owner, now)
+		return !m.mayHold(s.owner, now)
 	}
 }
 

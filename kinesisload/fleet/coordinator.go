@@ -374,6 +374,25 @@ func (m *member) alive(id string, now time.Time) bool {
 	return ok && !s.left && now.Sub(s.at) < m.c.cfg.LeaseDuration
 }
 
+// mayHold reports whether host id may still hold its leases in m's view,
+// so that its shards are not free: it is alive, or its entry left the
+// roster or was marked left less than LeaseDuration ago on m's clock. A
+// host marks its entry left after its loops stopped, but an operator may
+// mark or remove the entry of a host that reads: its shards are taken
+// only once it must have fenced itself, as after a crash. m.mu must be
+// held.
+func (m *member) mayHold(id string, now time.Time) bool {
+	if id == m.me {
+		return !m.fenced
+	}
+	s, ok := m.seen[id]
+	if !ok {
+		m.seen[id] = seen{counter: unknownCounter, at: now}
+		return true
+	}
+	return now.Sub(s.at) < m.c.cfg.LeaseDuration
+}
+
 // aliveOrUnknown is alive, except that a host not observed yet counts as
 // alive until it has been watched for LeaseDuration. m.mu must be held.
 func (m *member) aliveOrUnknown(id string, now time.Time) bool {
