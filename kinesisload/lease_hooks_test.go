@@ -231,3 +231,37 @@ func TestFleetLeaseHooksSayWhy(t *testing.T) {
 		acquiredAs(t, "a", "kill", acqA, cHeld, kinesisload.AcquireExpired)
 	})
 }
+
+// A lease handed off before its first commit reports, as where the next
+// owner resumes, the position it was taken at: another host's commits,
+// which this host's Stats never saw. (It reported this host's Stats, the
+// start it initialised with.)
+func TestAHandoffBeforeTheFirstCommitReportsThePositionTheLeaseWasTakenAt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 2)
+		logs := map[string]*leaseLog{"a": {}, "b": {}}
+		r.hooks = map[string]kinesisload.Hook{"a": logs["a"], "b": logs["b"]}
+		r.start("a")
+		r.start("b")
+		r.waitHeld(map[string]int{"a": 1, "b": 1})
+		want := r.put(20) // every shard reads and commits past its start
+		r.waitAll(want)
+		aHeld := slices.Sorted(maps.Keys(r.held("a")))
+		r.close("a") // b takes a's shard where a committed it
+		r.waitHeld(map[string]int{"b": 2})
+		items := r.fleet.Shards("orders")
+		mb := logs["b"].mark()
+		r.close("b") // before any record more: no commit of b's on it
+		_, _, handed := logs["b"].since(mb)
+		for _, e := range handed {
+			if e.ShardID != aHeld[0] {
+				continue
+			}
+			if at := items[e.ShardID].Progress.Position; !e.Position.Equal(at) {
+				t.Errorf("b handed off %s at %v, want where it took the lease, %v", e.ShardID, e.Position, at)
+			}
+			return
+		}
+		t.Fatalf("b handed off %v, want %s among them", handed, aHeld[0])
+	})
+}
