@@ -772,9 +772,10 @@ func testLostAnswer(t *testing.T, h Harness) {
 	if err := first.leave(); err != nil {
 		t.Fatal(err)
 	}
-	// The next take's answer is lost: re-read, granted once, epoch moved
-	// once. Every write's answer is lost until the lease is granted, so
-	// the take's is (the heartbeats' before it too).
+	// The next take's answer is lost: re-read, granted once, above the
+	// previous owner's epoch (by one, or to a floor of the clock: epochs
+	// are tokens, not counts). Every write's answer is lost until the
+	// lease is granted, so the take's is (the heartbeats' before it too).
 	a := join(t, h, "a")
 	f.LoseAnswers("a", 1<<30)
 	for i := 0; i < 10 && a.held["shard-00"] == nil; i++ {
@@ -785,8 +786,8 @@ func testLostAnswer(t *testing.T, h Harness) {
 	if l == nil {
 		t.Fatalf("no lease after a lost answer; held %v", a.shards())
 	}
-	if l.Epoch() != before+1 {
-		t.Errorf("epoch after one take whose answer was lost = %d, want %d (one above the previous owner's)", l.Epoch(), before+1)
+	if l.Epoch() <= before {
+		t.Errorf("epoch after one take whose answer was lost = %d, want above the previous owner's %d", l.Epoch(), before)
 	}
 	// The writes of the commits (and of the heartbeats) lose their
 	// answers, or are refused twice: read back, retried.

@@ -590,8 +590,8 @@ func (m *member) positionsOf(ctx context.Context, host string) (map[string]posEn
 	return decodePositions(items)
 }
 
-// take acquires the shard as the member's view has it: owner us, epoch+1,
-// on condition that the item is unchanged. Taking a shard from a host
+// take acquires the shard as the member's view has it: owner us, the
+// epoch one above the item's or the floor of now if higher, on condition that the item is unchanged. Taking a shard from a host
 // taken for dead, it first reads that host's positions (chunks caches
 // them for the round): the position it committed under that epoch is
 // further than the item's, which has only its last release or state
@@ -623,7 +623,12 @@ func (m *member) take(was *shardItem, committed string, chunks map[string]map[st
 		p.State = kinesisload.StateActive // every parent is COMPLETED
 	}
 	next := was.with(p, committed)
-	next.owner, next.epoch, next.handoff, next.rate = m.me, max(was.epoch, epochBase(m.gen))+1, "", 0
+	// Above the item's epoch, and at least the floor of now: an item whose
+	// epoch went back (restored from a backup, lowered by hand) must not
+	// grant leases below one granted before, which a TransactionalSink
+	// would refuse as fenced, one take a round, until the epoch climbed
+	// back.
+	next.owner, next.epoch, next.handoff, next.rate = m.me, max(was.epoch+1, epochFloor(m.gen, m.c.now())), "", 0
 	ctx, cancel := m.callCtx()
 	defer cancel()
 	stored, err := m.c.table.Put(ctx, next.encode(m.part))

@@ -120,38 +120,6 @@ func TestADeadHostsEntryIsCollectedOnlyAfterItsPositions(t *testing.T) {
 	}
 }
 
-// A host whose own roster entry an operator edited by hand, into a form
-// its encoding would not write (here a trailing space, as a console may
-// leave), keeps beating and keeps its leases: its heartbeat's condition is
-// the entry as stored, not as the host would write it. (Every heartbeat
-// was refused, and the host fenced itself a lease duration later.)
-func TestAHostWhoseRosterEntryWasEditedByHandKeepsBeating(t *testing.T) {
-	ctx := context.Background()
-	w := newWorld(t, fleet.Config{})
-	a := w.host("a")
-	ids := w.seed(a, 1)
-	l := w.acquire(a, ids[0])
-	roster, err := w.table.Get(ctx, "s", "roster")
-	if err != nil {
-		t.Fatal(err)
-	}
-	was := roster.Maps["beats"]["a"]
-	if _, err := w.table.SetEntry(ctx, "s", "roster", "beats", "a", was, was+" "); err != nil {
-		t.Fatal(err)
-	}
-	w.advance(2 * w.cfg.LeaseDuration)
-	if err := l.Err(); err != nil {
-		t.Fatalf("the lease was lost after the entry was edited by hand: %v", err)
-	}
-	roster, err = w.table.Get(ctx, "s", "roster")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if now := roster.Maps["beats"]["a"]; now == was+" " {
-		t.Fatalf("the entry is still the hand-edited %q: no heartbeat landed since", now)
-	}
-}
-
 // Dead hosts whose positions cannot be deleted (chunks edited by hand, so
 // their conditional deletes never hold) do not hold up the collection of
 // the others: the four first in order were tried every round, and the
@@ -207,54 +175,5 @@ func TestDeadHostsWhosePositionsStayDoNotHoldUpTheCollectionOfOthers(t *testing.
 		if _, ok := roster.Maps["beats"][id]; !ok {
 			t.Errorf("%s's roster entry was collected while its positions stay", id)
 		}
-	}
-}
-
-// editEntryByHand sets host id's roster entry to what f makes of it ("":
-// removes it), as an operator in a console would.
-func editEntryByHand(t *testing.T, w *world, id string, f func(string) string) {
-	t.Helper()
-	roster, err := w.table.Get(context.Background(), "s", "roster")
-	if err != nil {
-		t.Fatal(err)
-	}
-	was := roster.Maps["beats"][id]
-	if _, err := w.table.SetEntry(context.Background(), "s", "roster", "beats", id, was, f(was)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// A live host's roster entry marked left, or removed, by hand does not let
-// another host take the shards it reads at once: they are taken only once
-// it must have fenced itself, a lease duration on, as after a crash (it
-// never fences itself here: it learns of the edit at its next beat and
-// writes its entry again). Before, the other host took the shard at its
-// next round, and both read it.
-func TestARosterEntryEditedAwayByHandDoesNotFreeALiveHostsShards(t *testing.T) {
-	for name, edit := range map[string]func(string) string{
-		"marked left": func(v string) string { return v + " left" },
-		"removed":     func(string) string { return "" },
-	} {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			w := newWorld(t, fleet.Config{})
-			a, b := w.host("a"), w.host("b")
-			ids := w.seed(a, 1)
-			la := w.acquire(a, ids[0])
-			w.advance(w.cfg.RenewInterval)
-			editEntryByHand(t, w, "a", edit)
-			// b's rounds come first, a's a moment later.
-			w.now.Add(int64(w.cfg.RenewInterval))
-			b.c.Round()
-			if ls, err := b.m.Acquire(ctx, ids); err != nil {
-				t.Fatal(err)
-			} else if len(ls) > 0 && la.Err() == nil {
-				t.Fatalf("b was granted %s at epoch %d while a, alive, holds it at epoch %d", ids[0], ls[0].Epoch(), la.Epoch())
-			}
-			w.advance(2 * w.cfg.LeaseDuration)
-			if err := la.Err(); err != nil {
-				t.Fatalf("a lost its lease after its entry was %s: %v", name, err)
-			}
-		})
 	}
 }

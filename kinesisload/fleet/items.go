@@ -78,8 +78,10 @@ var epochClock = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // born since), whose earlier epochs are gone with it: a host that still
 // holds a lease of the old item, and a TransactionalSink that stored its
 // epoch, must see the new leases above it, not the same epochs again.
-// Takes add one to an item's epoch: an item taken less than once a
-// second since it was created stays below the floor of one created later.
+// A take sets an item's epoch one above, or to the floor of its time if
+// higher: an item taken less than once a second since it was created
+// stays below the floor of one created later, and an item whose epoch
+// went back (restored from a backup) grants leases above the earlier.
 func epochFloor(gen uint64, now time.Time) uint64 {
 	s := now.Sub(epochClock) / time.Second
 	if s < 0 {
