@@ -101,6 +101,8 @@
 //     before the last of its parents';
 //   - every delivered record was put, to that shard, with that sequence
 //     number; an initialisation's T0 is never after its Run began;
+//   - every fleet host in a session once every record is delivered lands
+//     a heartbeat within two lease durations (world.go's checkBeats);
 //   - no Run stops but as documented, and every Run returns after its
 //     Close or kill;
 //   - no goroutine is left: the bubble ends only when every goroutine it
