@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -42,19 +41,7 @@ func (t *failsPositionDeletes) Delete(ctx context.Context, partition, key string
 func startCollecting(t *testing.T, w *world, deletes *failsPositionDeletes) *host {
 	t.Helper()
 	ctx := context.Background()
-	ft := fleet.NewFaultyTable(deletes)
-	c, err := fleet.New(ft, fleet.Config{HostID: "a", ManualRounds: true, Clock: w.clock, LeaseDuration: w.cfg.LeaseDuration, RenewInterval: w.cfg.RenewInterval,
-		Logger: slog.New(slog.NewTextHandler(w.logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := c.Join(ctx, "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &host{c: c, table: ft, m: m}
-	w.hosts["a"] = a
-	t.Cleanup(func() { _ = m.Leave(context.Background()) })
+	a := w.hostThrough("a", deletes)
 	b := w.host("b")
 	ids := w.seed(a, 1)
 	l := w.acquire(b, ids[0])
@@ -129,19 +116,7 @@ func TestDeadHostsWhosePositionsStayDoNotHoldUpTheCollectionOfOthers(t *testing.
 	w := newWorld(t, fleet.Config{})
 	stuck := []string{"d1", "d2", "d3", "d4"}
 	deletes := &failsPositionDeletes{Table: w.table, only: stuck}
-	ft := fleet.NewFaultyTable(deletes)
-	c, err := fleet.New(ft, fleet.Config{HostID: "a", ManualRounds: true, Clock: w.clock, LeaseDuration: w.cfg.LeaseDuration, RenewInterval: w.cfg.RenewInterval,
-		Logger: slog.New(slog.NewTextHandler(w.logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := c.Join(ctx, "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &host{c: c, table: ft, m: m}
-	w.hosts["a"] = a
-	t.Cleanup(func() { _ = m.Leave(context.Background()) })
+	a := w.hostThrough("a", deletes)
 	ids := w.seed(a, 5)
 	dead := append(slices.Clone(stuck), "d5")
 	for i, id := range dead {

@@ -71,13 +71,20 @@ func (w *world) clock() time.Time { return start.Add(time.Duration(w.now.Load())
 // host makes host id and joins it to stream s.
 func (w *world) host(id string, mod ...func(*fleet.Config)) *host {
 	w.t.Helper()
+	return w.hostThrough(id, w.table, mod...)
+}
+
+// hostThrough is host, through table (a wrapper of w's) rather than w's
+// table itself.
+func (w *world) hostThrough(id string, table fleet.Table, mod ...func(*fleet.Config)) *host {
+	w.t.Helper()
 	cfg := w.cfg
 	cfg.HostID, cfg.ManualRounds, cfg.Clock = id, true, w.clock
 	cfg.Logger = slog.New(slog.NewTextHandler(w.logs, nil))
 	for _, f := range mod {
 		f(&cfg)
 	}
-	ft := fleet.NewFaultyTable(w.table)
+	ft := fleet.NewFaultyTable(table)
 	c, err := fleet.New(ft, cfg)
 	if err != nil {
 		w.t.Fatal(err)
