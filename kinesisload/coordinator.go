@@ -138,7 +138,7 @@ type Membership interface {
 	// [Lease.Release]; the Loader has stopped reading and committed its
 	// in-flight batches before it calls Leave) and the host stops counting
 	// in the fleet, so that its shards move at once, not after the lease
-	// duration. It is called once, with a context of its own even after a
+	// duration (those whose release failed do wait for it). It is called once, with a context of its own even after a
 	// hard stop. After Leave, the leases of this membership are lost.
 	Leave(ctx context.Context) error
 }

@@ -50,7 +50,8 @@ type Config struct {
 // ([Fleet.Host]), sharing one [fleet.MemoryTable], each through a
 // [fleet.FaultyTable] of its own for the fault hooks. Time is a manual
 // clock that moves only by [Fleet.Advance]; each host reads it with its
-// own skew ([Fleet.Skew]), and no decision compares two hosts' clocks.
+// own skew ([Fleet.Skew]); no decision of liveness compares two hosts'
+// clocks.
 type Fleet struct {
 	cfg   Config
 	table *fleet.MemoryTable
@@ -223,8 +224,9 @@ func (f *Fleet) Refuse(id string, n int) { f.Host(id).table.Refuse(n) }
 func (f *Fleet) LoseAnswers(id string, n int) { f.Host(id).table.LoseAnswers(n) }
 
 // Skew sets host id's clock offset: its clock reads the fleet's time plus
-// d. Nothing in the protocol compares clocks across hosts, so a skew
-// changes no decision.
+// d. No decision of liveness compares clocks across hosts, so a skew
+// changes none; a take's epoch is at least the seconds since 2000 on the
+// taker's clock (a host skewed before 2000 moves epochs by one).
 func (f *Fleet) Skew(id string, d time.Duration) {
 	h := f.Host(id)
 	f.mu.Lock()

@@ -591,9 +591,10 @@ func (m *member) positionsOf(ctx context.Context, host string) (map[string]posEn
 }
 
 // take acquires the shard as the member's view has it: owner us, the
-// epoch one above the item's or the floor of now if higher, on condition that the item is unchanged. Taking a shard from a host
-// taken for dead, it first reads that host's positions (chunks caches
-// them for the round): the position it committed under that epoch is
+// epoch one above the item's or the floor of now if higher, on condition
+// that the item is unchanged. Taking a shard from a host taken for dead,
+// it first reads that host's positions (chunks caches them for the
+// round): the position it committed under that epoch is
 // further than the item's, which has only its last release or state
 // change. A write whose outcome is unknown is read back. It reports
 // whether a lease was granted, and whether the take landed in the table:
@@ -838,7 +839,16 @@ func (m *member) collect(shards map[string]*shardItem, now time.Time) {
 	var gone []string
 	m.mu.Lock()
 	for id, s := range m.seen {
-		if owns[id] || s.counter == unknownCounter {
+		if owns[id] {
+			continue
+		}
+		if s.counter == unknownCounter {
+			// Noticed as an owner without an entry: forgotten once no
+			// item names it, so that its time does not outlive it (a
+			// host of that name joining later is timed afresh).
+			if now.Sub(s.at) >= collectFactor*m.c.cfg.LeaseDuration {
+				delete(m.seen, id)
+			}
 			continue
 		}
 		if s.left || now.Sub(s.at) >= collectFactor*m.c.cfg.LeaseDuration {

@@ -570,7 +570,8 @@ func (m *member) Acquire(ctx context.Context, ready []string) ([]kinesisload.Lea
 // so is every shard a take may have won without a lease to show for it,
 // the positions are deleted when nothing is left in them, and the roster
 // entry is marked left so that the other hosts count this host out at
-// once.
+// once (a shard whose release failed is taken a lease duration on, as a
+// crashed host's).
 func (m *member) Leave(ctx context.Context) error {
 	m.mu.Lock()
 	if m.left {

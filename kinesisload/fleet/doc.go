@@ -26,8 +26,9 @@
 //     its entry (one conditional write) and the answer is the whole
 //     roster: it learns every other host's beat without a read. A host is
 //     dead in an observer's view when its counter has not moved for
-//     LeaseDuration of the observer's own monotonic clock; clocks are
-//     never compared across hosts.
+//     LeaseDuration of the observer's own monotonic clock; liveness never
+//     compares clocks across hosts (epochs carry a floor of the writing
+//     host's clock: see epochFloor).
 //   - "shard#<id>", one per shard: owner, fencing epoch (it grows on every
 //     owner change, and across generations: generation N's start above
 //     N<<32), a handoff request, the shard's lineage and state, its

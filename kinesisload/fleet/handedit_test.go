@@ -2,7 +2,9 @@ package fleet_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/kinesisload/fleet"
@@ -96,7 +98,7 @@ func TestAHostWhoseRosterEntryWasEditedByHandKeepsBeating(t *testing.T) {
 
 // A shard item whose epoch went back (restored from a backup taken before
 // its last takes, or lowered by hand) grants its next lease above every
-// lease granted before: it was granted at the restored epoch plus one,
+// lease granted before, once the item is older than its creation's lead: it was granted at the restored epoch plus one,
 // which a TransactionalSink that stored a later epoch refuses as fenced,
 // one take a round, for as long as the epoch took to climb back.
 func TestATakeOfAnItemWhoseEpochWentBackIsAboveEveryEarlierLease(t *testing.T) {
@@ -108,7 +110,9 @@ func TestATakeOfAnItemWhoseEpochWentBackIsAboveEveryEarlierLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.advance(3 * w.cfg.RenewInterval)
+	// The item outlives its creation's lead: its takes' epochs are the
+	// clock's floor (within it, a backup restored waits out the lead).
+	w.advance(11 * time.Minute)
 	la := w.acquire(a, ids[0])
 	if err := la.Commit(ctx, kinesisload.ShardProgress{ShardID: ids[0], State: kinesisload.StateActive, Position: scan.AfterSequence("42")}); err != nil {
 		t.Fatal(err)
@@ -132,5 +136,82 @@ func TestATakeOfAnItemWhoseEpochWentBackIsAboveEveryEarlierLease(t *testing.T) {
 	lb := w.acquire(b, ids[0])
 	if lb.Epoch() <= la.Epoch() {
 		t.Fatalf("b's lease is at epoch %d, not above a's %d, granted before the restore", lb.Epoch(), la.Epoch())
+	}
+}
+
+// A host whose clock runs ahead (by less than the creation lead) takes a
+// shard at the floor of its clock; the item deleted by hand and saved
+// again by a host whose clock is right starts its epochs above that
+// lease, so a TransactionalSink refuses the old owner's late batches and
+// not the new owner's. (Found by a review of the take's clock floor: a
+// take 5 minutes ahead granted an epoch above the item saved again.)
+func TestAnItemSavedAgainStartsAboveTheLeaseOfATakerWhoseClockIsAhead(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, fleet.Config{})
+	b := w.host("b")
+	a := w.host("a", func(c *fleet.Config) { c.Clock = func() time.Time { return w.clock().Add(5 * time.Minute) } })
+	ids := w.seed(b, 1)
+	la := w.acquire(a, ids[0])
+	deleteShardByHand(t, w, ids[0])
+	w.advance(time.Minute)
+	if err := b.m.Store().Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: ids[0], State: kinesisload.StateActive, Position: scan.TrimHorizon()}}); err != nil {
+		t.Fatal(err)
+	}
+	saved, err := w.table.Get(ctx, "s", "shard#"+ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := strconv.ParseUint(saved.Field("epoch"), 10, 64); err != nil || e <= la.Epoch() {
+		t.Fatalf("the item saved again starts at epoch %q, not above a's lease %d", saved.Field("epoch"), la.Epoch())
+	}
+}
+
+// A host an item named as owner before it ever had a roster entry (an
+// item restored from a backup naming a host long gone) is forgotten once
+// no item names it: when a host of that name (a pod's stable name) joins
+// much later, takes a shard and has its entry removed by hand, the others
+// wait a lease duration from then, not from the time they first noticed
+// the name, before they take its shard.
+func TestAnOwnerNoticedWithoutAnEntryIsTimedAfreshWhenItJoinsLater(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, fleet.Config{})
+	a, b := w.host("a"), w.host("b")
+	ids := w.seed(a, 2)
+	it, err := w.table.Get(ctx, "s", "shard#"+ids[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ghost := it.Clone()
+	ghost.Fields["owner"] = "x" // restored from a backup: x is long gone
+	if _, err := w.table.Put(ctx, ghost); err != nil {
+		t.Fatal(err)
+	}
+	lb := w.acquire(b, ids[1]) // once x, unknown, counted out
+	if err := lb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.advance(10 * w.cfg.LeaseDuration)
+	x := w.host("x") // a host of that name, much later
+	// x takes the shard in rounds of its own, and its entry is removed by
+	// hand, all before b's next round: b never saw x's entry.
+	if _, err := x.m.Acquire(ctx, []string{ids[1]}); err != nil {
+		t.Fatal(err)
+	}
+	x.c.Round()
+	ls, err := x.m.Acquire(ctx, []string{ids[1]})
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("x was granted %v (%v), want %s", ls, err, ids[1])
+	}
+	lx := ls[0]
+	editEntryByHand(t, w, "x", func(string) string { return "" })
+	if _, err := b.m.Acquire(ctx, []string{ids[1]}); err != nil {
+		t.Fatal(err)
+	}
+	b.c.Round() // b finds x's take (its view was the release's)
+	b.c.Round() // still before x's next round
+	if ls, err := b.m.Acquire(ctx, []string{ids[1]}); err != nil {
+		t.Fatal(err)
+	} else if len(ls) > 0 && lx.Err() == nil {
+		t.Fatalf("b was granted %s at epoch %d at once while x, alive, holds it at epoch %d", ids[1], ls[0].Epoch(), lx.Epoch())
 	}
 }

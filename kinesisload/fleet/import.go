@@ -74,7 +74,7 @@ func Import(ctx context.Context, table Table, stream string, id kinesisload.Stre
 		return fmt.Errorf("%w: stream %s: hosts have started on it (the initialisation item exists, lock held by %q): to move the positions of a fleet, rewind them (cmd/tidemark rewind --from FILE)",
 			ErrNotEmpty, stream, snap.init.lockOwner)
 	}
-	floor := epochFloor(0, time.Now())
+	floor := createEpoch(0, time.Now())
 	want := make(map[string]*shardItem, len(shards))
 	for _, p := range shards {
 		p.Parents = slices.Sorted(slices.Values(p.Parents))

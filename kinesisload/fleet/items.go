@@ -62,8 +62,9 @@ func partition(stream string, gen uint64) string {
 func posPartition(part, host string) string { return part + "#pos#" + host }
 
 // epochBase is where the epochs of generation gen start: a lease of a
-// later generation has an epoch above every one of the earlier (2^32
-// owner changes per shard and generation), so that the epoch grows across
+// later generation has an epoch above every one of the earlier (the
+// seconds since 2000 until 2136, as epochFloor counts them, plus 2^24
+// owner changes faster than one a second), so that the epoch grows across
 // a start-over too, and a TransactionalSink fencing by it refuses a late
 // batch of the old generation's owner.
 func epochBase(gen uint64) uint64 { return gen << 32 }
@@ -88,6 +89,18 @@ func epochFloor(gen uint64, now time.Time) uint64 {
 		return epochBase(gen)
 	}
 	return epochBase(gen) + min(uint64(s), 1<<32-1<<24)
+}
+
+// createLead is how far ahead of its creator's clock a shard item's
+// first epoch is: above the clock floors of takers whose clocks run
+// ahead by less, so that an item created again (deleted by hand, or a
+// second initialisation) starts above the leases they granted.
+const createLead = 10 * time.Minute
+
+// createEpoch is the epoch a shard item created at now starts from, in
+// generation gen: epochFloor a createLead ahead.
+func createEpoch(gen uint64, now time.Time) uint64 {
+	return epochFloor(gen, now.Add(createLead))
 }
 
 func parseUint(it Item, field string) (uint64, error) {

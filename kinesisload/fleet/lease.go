@@ -307,7 +307,7 @@ func (l *lease) recreate(ctx context.Context, s *shardItem, u kinesisload.ShardP
 		return errNotOurs // a take in doubt, released as Leave does: no position to keep
 	}
 	p.ShardID = l.shard
-	next := &shardItem{id: l.shard, item: s.item, epoch: max(l.epoch, epochFloor(m.gen, m.c.now())), prog: p, rewind: rewind}
+	next := &shardItem{id: l.shard, item: s.item, epoch: max(l.epoch, createEpoch(m.gen, m.c.now())), prog: p, rewind: rewind}
 	if m.c.cfg.BalanceBy == kinesisload.BalanceByThroughput {
 		next.rate = l.meter.Rate()
 	}

@@ -180,7 +180,7 @@ func (st sharedStore) Save(ctx context.Context, stream string, updates []kinesis
 		}
 		next := s.with(nv, committed)
 		if !s.exists() {
-			next.epoch = epochFloor(st.m.gen, st.m.c.now())
+			next.epoch = createEpoch(st.m.gen, st.m.c.now())
 			next.base = next.epoch
 		}
 		return next
@@ -516,7 +516,7 @@ func (st stagingStore) Save(ctx context.Context, stream string, updates []kinesi
 			// An initialisation may be a second one (the init item
 			// deleted by hand), and this item one deleted with it,
 			// whose leases a host may still hold: see epochFloor.
-			next.epoch = epochFloor(st.m.gen, st.m.c.now())
+			next.epoch = createEpoch(st.m.gen, st.m.c.now())
 			next.base = next.epoch
 		}
 		return &next
