@@ -613,8 +613,9 @@ func FuzzABeatReadsBackAsWritten(f *testing.F) {
 }
 
 // A roster edited by hand decodes to every host's beat, its entries as
-// stored and the generation that replaced it, or to an error naming the
-// item.
+// stored and the generation that replaced it (an entry that does not
+// decode set aside with an error naming the item), or, for a generation
+// entry that does not decode, to an error naming the item.
 func FuzzAHandEditedRosterDecodesOrErrs(f *testing.F) {
 	bs := seedBeats()
 	f.Add(fuzzHost, bs[1].String(), "host-b", bs[2].String(), "")
@@ -641,7 +642,16 @@ func FuzzAHandEditedRosterDecodesOrErrs(f *testing.F) {
 				}
 				continue
 			}
-			want, _ := parseBeat(v)
+			want, perr := parseBeat(v)
+			if perr != nil {
+				// An entry that does not decode is set aside, named,
+				// with its raw value: the roster still decodes.
+				if _, ok := r.beats[host]; ok || r.raw[host] != v {
+					t.Fatalf("undecodable entry %q = %q: in beats %v, raw %q", host, v, ok, r.raw[host])
+				}
+				wantBadItem(t, r.bad[host], it)
+				continue
+			}
 			if got, ok := r.beats[host]; !ok || r.raw[host] != v || got.String() != want.String() {
 				t.Fatalf("entry %q = %q decoded as %+v (raw %q)", host, v, got, r.raw[host])
 			}

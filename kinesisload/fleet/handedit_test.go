@@ -2,7 +2,9 @@ package fleet_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,5 +215,42 @@ func TestAnOwnerNoticedWithoutAnEntryIsTimedAfreshWhenItJoinsLater(t *testing.T)
 		t.Fatal(err)
 	} else if len(ls) > 0 && lx.Err() == nil {
 		t.Fatalf("b was granted %s at epoch %d at once while x, alive, holds it at epoch %d", ids[1], ls[0].Epoch(), lx.Epoch())
+	}
+}
+
+// A roster entry made undecodable by hand (a typo in a console) stops no
+// host: the other hosts count its host as absent and warn, the host
+// writes over its entry at its next beat, and keeps its lease. (Every
+// host that read the roster stopped with ErrBadItem, and started again
+// only to stop, until an operator mended the entry.) Tools still refuse
+// it: Inspect names the item.
+func TestARosterEntryWithATypoStopsNoHost(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, fleet.Config{})
+	a, b := w.host("a"), w.host("b")
+	ids := w.seed(a, 1)
+	lb := w.acquire(b, ids[0])
+	editEntryByHand(t, w, "b", func(string) string { return "c=12x v=3" })
+	if _, err := fleet.Inspect(ctx, w.table, "s"); !errors.Is(err, fleet.ErrBadItem) {
+		t.Errorf("Inspect of the roster with a typo = %v, want ErrBadItem", err)
+	}
+	w.advance(2 * w.cfg.LeaseDuration)
+	for id, h := range map[string]*host{"a": a, "b": b} {
+		if _, err := h.m.Acquire(ctx, nil); err != nil {
+			t.Errorf("host %s: Acquire = %v, want the membership to go on", id, err)
+		}
+	}
+	if err := lb.Err(); err != nil {
+		t.Errorf("b lost its lease: %v", err)
+	}
+	roster, err := w.table.Get(ctx, "s", "roster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := roster.Maps["beats"]["b"]; strings.Contains(v, "12x") {
+		t.Errorf("b's entry is still %q: b never wrote over it", v)
+	}
+	if !strings.Contains(w.logs.String(), "does not decode") {
+		t.Error("no host warned about the entry that does not decode")
 	}
 }

@@ -43,7 +43,7 @@ func (m *member) register(ctx context.Context) error {
 				m.entry, m.entryRaw, m.entryKnown = b, r.raw[m.me], true
 				m.changes = b.changes
 			} else {
-				m.entry, m.entryRaw, m.entryKnown = beat{}, "", true
+				m.entry, m.entryRaw, m.entryKnown = beat{}, r.raw[m.me], true // absent, or undecodable
 			}
 			m.mu.Unlock()
 			m.beat()
@@ -188,8 +188,9 @@ func (m *member) writeEntry(next beat, began time.Time) {
 		}
 		m.entry, m.entryRaw, m.entryKnown = got, r.raw[m.me], true
 	} else {
-		// Removed (collected) while we were away: write it afresh.
-		m.entry, m.entryRaw, m.entryKnown = beat{}, "", true
+		// Removed (collected) while we were away, or made undecodable
+		// by hand: write it afresh (over what is there).
+		m.entry, m.entryRaw, m.entryKnown = beat{}, r.raw[m.me], true
 	}
 	if m.fenced && !m.fenceDue(m.c.now()) {
 		m.fenced = false
@@ -238,6 +239,18 @@ func (m *member) observe(r roster) {
 			m.warned[id] = true
 			m.c.cfg.Logger.Warn("fleet: a host balances by another rule: every host of a fleet must use the same BalanceBy",
 				"stream", m.stream, "host", id, "its", b.by, "ours", m.c.cfg.BalanceBy)
+		}
+	}
+	for id, err := range r.bad {
+		if id != m.me && m.badWarned[id] != r.raw[id] {
+			m.badWarned[id] = r.raw[id]
+			m.c.cfg.Logger.Warn("fleet: a host's roster entry does not decode (edited by hand?): the host counts as absent until it writes its entry again",
+				"stream", m.stream, "host", id, "err", err)
+		}
+	}
+	for id := range m.badWarned {
+		if _, ok := r.bad[id]; !ok {
+			delete(m.badWarned, id)
 		}
 	}
 	for id := range m.seen {
@@ -372,6 +385,13 @@ func (m *member) tryMarkLeft(ctx context.Context) (done bool, err error) {
 		return false, rerr
 	}
 	b, ok := r.beats[m.me]
+	if _, bad := r.bad[m.me]; bad {
+		// Undecodable (edited by hand): the next try writes over it.
+		m.mu.Lock()
+		m.entry, m.entryRaw, m.entryKnown = beat{}, r.raw[m.me], true
+		m.mu.Unlock()
+		return false, fmt.Errorf("%w: our roster entry does not decode (%w)", ErrConflict, r.bad[m.me])
+	}
 	if !ok || b.left {
 		return true, nil
 	}

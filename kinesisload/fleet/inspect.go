@@ -3,6 +3,8 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/tidemark/tidemark/kinesisload"
@@ -148,6 +150,9 @@ func (r reader) generation(ctx context.Context, gen uint64) (map[string]ShardInf
 			}
 		}
 		out[id] = ShardInfo{Owner: s.owner, Epoch: s.epoch, HandoffTo: s.handoff, Progress: p}
+	}
+	for _, id := range slices.Sorted(maps.Keys(snap.roster.bad)) {
+		return nil, nil, nil, snap.roster.bad[id] // a tool names what to fix; hosts carry on
 	}
 	hosts := map[string]HostInfo{}
 	for id, b := range snap.roster.beats {

@@ -538,11 +538,15 @@ func parseBeat(v string) (beat, error) {
 type roster struct {
 	beats map[string]beat
 	raw   map[string]string // the entries as stored, for conditions
-	next  uint64
+	// bad holds the entries that do not decode (edited by hand), by
+	// host: such a host is as absent to the others, and writes over its
+	// own entry (raw holds it) at its next beat.
+	bad  map[string]error
+	next uint64
 }
 
 func decodeRoster(it Item) (roster, error) {
-	r := roster{beats: map[string]beat{}, raw: map[string]string{}}
+	r := roster{beats: map[string]beat{}, raw: map[string]string{}, bad: map[string]error{}}
 	for host, v := range it.Maps[fieldBeats] {
 		if host == entryGen {
 			n, err := strconv.ParseUint(v, 10, 64)
@@ -552,11 +556,13 @@ func decodeRoster(it Item) (roster, error) {
 			r.next = n
 			continue
 		}
+		r.raw[host] = v
 		b, err := parseBeat(v)
 		if err != nil {
-			return r, badItem(it, "host %s: %v", host, err)
+			r.bad[host] = badItem(it, "host %s: %v", host, err)
+			continue
 		}
-		r.beats[host], r.raw[host] = b, v
+		r.beats[host] = b
 	}
 	return r, nil
 }
