@@ -587,7 +587,7 @@ func (m *member) positionsOf(ctx context.Context, host string) (map[string]posEn
 	if err != nil {
 		return nil, err
 	}
-	return decodePositions(items)
+	return m.positionsDecoded(host, items), nil
 }
 
 // take acquires the shard as the member's view has it: owner us, the

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -252,5 +253,52 @@ func TestARosterEntryWithATypoStopsNoHost(t *testing.T) {
 	}
 	if !strings.Contains(w.logs.String(), "does not decode") {
 		t.Error("no host warned about the entry that does not decode")
+	}
+}
+
+// A dead host's positions with an entry made undecodable by hand stop no
+// host that takes its shards: the shard of that entry resumes from its
+// item's position (records delivered again, none lost), the others from
+// the positions, and the taker warns. (The taker stopped with ErrBadItem,
+// and so did every host that tried after it.)
+func TestADeadHostsPositionWithATypoStopsNoTaker(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, fleet.Config{})
+	b := w.host("b")
+	ids := w.seed(b, 2)
+	for i, id := range ids {
+		l := w.acquire(b, id)
+		if err := l.Commit(ctx, kinesisload.ShardProgress{ShardID: id, State: kinesisload.StateActive, Position: scan.AfterSequence(fmt.Sprint(100 + i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.advance(w.cfg.RenewInterval) // b writes its positions
+	b.table.Kill()
+	a := w.host("a")
+	chunk, err := w.table.Get(ctx, "s#pos#b", "pos#0")
+	if err != nil || !chunk.Exists() {
+		t.Fatalf("b's positions: %v", err)
+	}
+	typo := chunk.Clone()
+	typo.Maps["pos"][ids[0]] = "12x 100"
+	if _, err := w.table.Put(ctx, typo); err != nil {
+		t.Fatal(err)
+	}
+	w.advance(w.cfg.LeaseDuration)
+	got := map[string]kinesisload.Lease{}
+	for _, id := range ids {
+		got[id] = w.acquire(a, id)
+	}
+	if _, err := a.m.Acquire(ctx, nil); err != nil {
+		t.Fatalf("a stopped: %v", err)
+	}
+	if p := got[ids[1]].Progress().Position; !p.Equal(scan.AfterSequence("101")) {
+		t.Errorf("%s resumes at %v, want b's committed position 101", ids[1], p)
+	}
+	if p := got[ids[0]].Progress().Position; !p.Equal(scan.TrimHorizon()) {
+		t.Errorf("%s resumes at %v, want its item's position (TRIM_HORIZON): its entry does not decode", ids[0], p)
+	}
+	if !strings.Contains(w.logs.String(), "do not decode") {
+		t.Error("a did not warn about the entry that does not decode")
 	}
 }

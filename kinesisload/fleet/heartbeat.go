@@ -536,10 +536,7 @@ func (m *member) recover(ctx context.Context) error {
 		}
 		return nil // unknown: the chunks stay; a takeover reads them
 	}
-	entries, err := decodePositions(items)
-	if err != nil {
-		return err
-	}
+	entries := m.positionsDecoded(m.me, items)
 	for _, id := range slices.Sorted(maps.Keys(entries)) {
 		e := entries[id]
 		err := m.updateWaiting(ctx, id, "fold an earlier life's positions", func(s *shardItem) *shardItem {

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -614,17 +615,34 @@ func parsePosEntry(v string) (posEntry, error) {
 	return e, nil
 }
 
-// decodePositions decodes the chunks of a host's positions partition.
+// decodePositions decodes the chunks of a host's positions partition:
+// every entry that decodes, and for those that do not (edited by hand),
+// an error naming each, wrapping ErrBadItem.
 func decodePositions(items []Item) (map[string]posEntry, error) {
 	out := map[string]posEntry{}
+	var bad []error
 	for _, it := range items {
 		for shard, v := range it.Maps[fieldPos] {
 			e, err := parsePosEntry(v)
 			if err != nil {
-				return nil, badItem(it, "shard %s: %v", shard, err)
+				bad = append(bad, badItem(it, "shard %s: %v", shard, err))
+				continue
 			}
 			out[shard] = e
 		}
 	}
-	return out, nil
+	return out, errors.Join(bad...)
+}
+
+// positionsDecoded is decodePositions for the protocol: an entry that
+// does not decode is left out, with a warning (its shard resumes from its
+// item's position: records delivered again, none lost), so that no host
+// stops over it. Tools refuse it instead (Inspect).
+func (m *member) positionsDecoded(host string, items []Item) map[string]posEntry {
+	entries, err := decodePositions(items)
+	if err != nil {
+		m.c.cfg.Logger.Warn("fleet: a host's positions hold entries that do not decode (edited by hand?): their shards resume from their items' positions",
+			"stream", m.stream, "host", host, "err", err)
+	}
+	return entries
 }
