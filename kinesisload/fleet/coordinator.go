@@ -86,7 +86,7 @@ func (c *Coordinator) Join(ctx context.Context, stream string) (kinesisload.Memb
 	bg, cancel := context.WithCancel(context.Background())
 	m := &member{c: c, stream: stream, me: c.cfg.HostID, ctx: bg, cancel: cancel,
 		held: map[string]*lease{}, unsure: map[string]uint64{}, seen: map[string]seen{}, offer: map[string]bool{},
-		tried: map[uint64]time.Time{}, warned: map[string]bool{}, badWarned: map[string]string{}, oldHosts: map[string]uint64{}, hinted: map[string]bool{}, orphans: map[string]posEntry{},
+		tried: map[uint64]time.Time{}, warned: map[string]bool{}, badWarned: map[string]string{}, posWarned: map[string]string{}, oldHosts: map[string]uint64{}, hinted: map[string]bool{}, orphans: map[string]posEntry{},
 		wake: make(chan struct{}, 1), kick: make(chan struct{}, 1), quit: make(chan struct{}), rounds: make(chan struct{}), needRead: true}
 	var began time.Time
 	for attempt := 0; ; attempt++ {
@@ -237,6 +237,9 @@ type member struct {
 	// badWarned holds the hosts whose roster entry does not decode,
 	// warned about once per value.
 	badWarned map[string]string
+	// posWarned holds, by host, the positions entries that do not decode
+	// last warned about.
+	posWarned map[string]string
 	// warned holds the hosts whose BalanceBy differs, warned about once;
 	// oldHosts the heartbeat counters of hosts of an older version.
 	warned   map[string]bool

@@ -640,7 +640,15 @@ func decodePositions(items []Item) (map[string]posEntry, error) {
 // stops over it. Tools refuse it instead (Inspect).
 func (m *member) positionsDecoded(host string, items []Item) map[string]posEntry {
 	entries, err := decodePositions(items)
+	m.mu.Lock()
+	warn := err != nil && m.posWarned[host] != err.Error()
 	if err != nil {
+		m.posWarned[host] = err.Error() // once per host and value: steals read them every round
+	} else {
+		delete(m.posWarned, host)
+	}
+	m.mu.Unlock()
+	if warn {
 		m.c.cfg.Logger.Warn("fleet: a host's positions hold entries that do not decode (edited by hand?): their shards resume from their items' positions",
 			"stream", m.stream, "host", host, "err", err)
 	}
