@@ -101,9 +101,10 @@ func TestAHostWhoseRosterEntryWasEditedByHandKeepsBeating(t *testing.T) {
 
 // A shard item whose epoch went back (restored from a backup taken before
 // its last takes, or lowered by hand) grants its next lease above every
-// lease granted before, once the item is older than its creation's lead: it was granted at the restored epoch plus one,
-// which a TransactionalSink that stored a later epoch refuses as fenced,
-// one take a round, for as long as the epoch took to climb back.
+// lease granted before, once the item is older than its creation's lead:
+// it was granted at the restored epoch plus one, which a
+// TransactionalSink that stored a later epoch refuses as fenced, one take
+// a round, for as long as the epoch took to climb back.
 func TestATakeOfAnItemWhoseEpochWentBackIsAboveEveryEarlierLease(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, fleet.Config{})

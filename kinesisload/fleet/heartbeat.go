@@ -39,11 +39,9 @@ func (m *member) register(ctx context.Context) error {
 				return fmt.Errorf("%w: stream %s: generation %d was started over (its roster names generation %d) but the identity item read before named it", errGenMoved, m.stream, m.gen, r.next)
 			}
 			m.mu.Lock()
+			m.knowEntry(r)
 			if b, ok := r.beats[m.me]; ok {
-				m.entry, m.entryRaw, m.entryKnown = b, r.raw[m.me], true
 				m.changes = b.changes
-			} else {
-				m.entry, m.entryRaw, m.entryKnown = beat{}, r.raw[m.me], true // absent, or undecodable
 			}
 			m.mu.Unlock()
 			m.beat()
@@ -186,16 +184,19 @@ func (m *member) writeEntry(next beat, began time.Time) {
 				}
 			}
 		}
-		m.entry, m.entryRaw, m.entryKnown = got, r.raw[m.me], true
-	} else {
-		// Removed (collected) while we were away, or made undecodable
-		// by hand: write it afresh (over what is there).
-		m.entry, m.entryRaw, m.entryKnown = beat{}, r.raw[m.me], true
 	}
+	m.knowEntry(r)
 	if m.fenced && !m.fenceDue(m.c.now()) {
 		m.fenced = false
 	}
 	m.observe(r)
+}
+
+// knowEntry takes in our roster entry as r has it, decoded and as stored:
+// absent (removed, collected) or undecodable (edited by hand), the next
+// write writes it afresh over what is stored. m.mu must be held.
+func (m *member) knowEntry(r roster) {
+	m.entry, m.entryRaw, m.entryKnown = r.beats[m.me], r.raw[m.me], true
 }
 
 // observe takes in every other host's beat as the roster shows it, on our
@@ -388,7 +389,7 @@ func (m *member) tryMarkLeft(ctx context.Context) (done bool, err error) {
 	if _, bad := r.bad[m.me]; bad {
 		// Undecodable (edited by hand): the next try writes over it.
 		m.mu.Lock()
-		m.entry, m.entryRaw, m.entryKnown = beat{}, r.raw[m.me], true
+		m.knowEntry(r)
 		m.mu.Unlock()
 		return false, fmt.Errorf("%w: our roster entry does not decode (%w)", ErrConflict, r.bad[m.me])
 	}
@@ -396,7 +397,7 @@ func (m *member) tryMarkLeft(ctx context.Context) (done bool, err error) {
 		return true, nil
 	}
 	m.mu.Lock()
-	m.entry, m.entryRaw, m.entryKnown = b, r.raw[m.me], true
+	m.knowEntry(r)
 	m.mu.Unlock()
 	return false, fmt.Errorf("%w: our roster entry is not left (%w)", ErrConflict, err)
 }
