@@ -152,3 +152,40 @@ func TestDeadHostsWhosePositionsStayDoNotHoldUpTheCollectionOfOthers(t *testing.
 		}
 	}
 }
+
+// A dead host whose roster entry was made undecodable by hand is collected
+// as any host gone long ago: its entry and its positions are removed.
+// (The others set such an entry aside and forgot its host, so nothing
+// ever collected it: the entry and the chunk stayed for ever, and Inspect
+// refused the roster until an operator mended the entry.)
+func TestADeadHostWhoseEntryHasATypoIsCollected(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, fleet.Config{})
+	a, b := w.host("a"), w.host("b")
+	ids := w.seed(a, 1)
+	l := w.acquire(b, ids[0])
+	if err := l.Commit(ctx, kinesisload.ShardProgress{ShardID: ids[0], State: kinesisload.StateActive, Position: scan.AfterSequence("42")}); err != nil {
+		t.Fatal(err)
+	}
+	w.advance(w.cfg.RenewInterval) // b writes its positions
+	b.table.Kill()
+	editEntryByHand(t, w, "b", func(string) string { return "c=12x v=3" })
+	w.advance(w.cfg.LeaseDuration)
+	if lease := w.acquire(a, ids[0]); !lease.Progress().Position.Equal(scan.AfterSequence("42")) {
+		t.Errorf("a took %s at %v, want b's committed position 42", ids[0], lease.Progress().Position)
+	}
+	w.advance(4 * w.cfg.LeaseDuration)
+	roster, err := w.table.Get(ctx, "s", "roster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := roster.Maps["beats"]["b"]; ok {
+		t.Errorf("b's entry %q is still in the roster four lease durations after b died", v)
+	}
+	if left := mustQuery(t, w.table, "s#pos#b"); len(left) > 0 {
+		t.Errorf("b's positions are still in the table: %d items", len(left))
+	}
+	if _, err := fleet.Inspect(ctx, w.table, "s"); err != nil {
+		t.Errorf("Inspect after the collection = %v", err)
+	}
+}

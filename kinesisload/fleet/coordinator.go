@@ -154,6 +154,14 @@ type seen struct {
 // initialisation lock) before its beat was read.
 const unknownCounter = ^uint64(0)
 
+// badCounter marks a host whose roster entry does not decode (edited by
+// hand): not alive, it may hold its leases a lease duration from when its
+// entry last changed, and it is collected as any host gone long ago.
+const badCounter = unknownCounter - 1
+
+// known reports whether s holds a beat read from the host's entry.
+func (s seen) known() bool { return s.counter != unknownCounter && s.counter != badCounter }
+
 // member is a host's session on one stream, in the generation that was in
 // force when it joined.
 type member struct {
@@ -377,7 +385,7 @@ func (m *member) alive(id string, now time.Time) bool {
 		return !m.fenced
 	}
 	s, ok := m.seen[id]
-	return ok && !s.left && now.Sub(s.at) < m.c.cfg.LeaseDuration
+	return ok && !s.left && s.counter != badCounter && now.Sub(s.at) < m.c.cfg.LeaseDuration
 }
 
 // mayHold reports whether host id may still hold its leases in m's view,
@@ -402,8 +410,12 @@ func (m *member) mayHold(id string, now time.Time) bool {
 // aliveOrUnknown is alive, except that a host not observed yet counts as
 // alive until it has been watched for LeaseDuration. m.mu must be held.
 func (m *member) aliveOrUnknown(id string, now time.Time) bool {
-	if _, ok := m.seen[id]; !ok {
+	s, ok := m.seen[id]
+	switch {
+	case !ok:
 		m.seen[id] = seen{counter: unknownCounter, at: now}
+	case s.counter == badCounter:
+		return now.Sub(s.at) < m.c.cfg.LeaseDuration
 	}
 	return m.alive(id, now)
 }

@@ -213,17 +213,17 @@ func (m *member) observe(r roster) {
 			continue
 		}
 		s, ok := m.seen[id]
-		if !ok || s.counter == unknownCounter || s.counter != b.counter || s.left != b.left {
+		if !ok || !s.known() || s.counter != b.counter || s.left != b.left {
 			at := now
 			if ok && s.counter == b.counter && s.left == b.left {
 				at = s.at
 			}
 			switch {
-			case (!ok || s.counter == unknownCounter) && b.changes > 0:
+			case (!ok || !s.known()) && b.changes > 0:
 				// A host that made changes before we knew its entry
 				// (an earlier life's, or an operator's rewind).
 				m.needRead = true
-			case !ok || s.counter == unknownCounter:
+			case !ok || !s.known():
 				// New, and nothing changed yet.
 			case s.changes != b.changes:
 				m.noteChanges(s.changes, b)
@@ -243,7 +243,15 @@ func (m *member) observe(r roster) {
 		}
 	}
 	for id, err := range r.bad {
-		if id != m.me && m.badWarned[id] != r.raw[id] {
+		if id == m.me {
+			continue
+		}
+		// Timed from when the entry last changed: its host, alive,
+		// writes over it at its next beat.
+		if s, ok := m.seen[id]; !ok || s.counter != badCounter || s.raw != r.raw[id] {
+			m.seen[id] = seen{counter: badCounter, raw: r.raw[id], at: now}
+		}
+		if m.badWarned[id] != r.raw[id] {
 			m.badWarned[id] = r.raw[id]
 			m.c.cfg.Logger.Warn("fleet: a host's roster entry does not decode (edited by hand?): the host counts as absent until it writes its entry again",
 				"stream", m.stream, "host", id, "err", err)
@@ -254,8 +262,8 @@ func (m *member) observe(r roster) {
 			delete(m.badWarned, id)
 		}
 	}
-	for id := range m.seen {
-		if _, ok := r.beats[id]; !ok && m.seen[id].counter != unknownCounter {
+	for id, s := range m.seen {
+		if _, ok := r.beats[id]; !ok && s.counter != unknownCounter && r.bad[id] == nil {
 			delete(m.seen, id) // collected
 			delete(m.warned, id)
 		}
