@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/emulator"
 	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/kinesisload/fleet"
 	"github.com/tidemark/tidemark/scan"
 )
 
@@ -141,5 +143,55 @@ func TestAnItemWhoseVerWasSetToZeroByHandIsWrittenAgain(t *testing.T) {
 	}
 	if stored.Version != 2 || stored.Fields["owner"] != "h2" {
 		t.Fatalf("stored %+v, want owner h2 at version 2", stored)
+	}
+}
+
+// A roster entry whose type an operator changed to Number (a console
+// offers it) is read as its digits and written over by a SetEntry from
+// what was read: its condition compared a String only, so the host's
+// every heartbeat was refused and it fenced itself, again after each
+// restart, until the entry was mended by hand.
+func TestAnEntryTurnedIntoANumberByHandIsWrittenOver(t *testing.T) {
+	e := emulator.Start(t, emulator.Dynalite)
+	ctx := context.Background()
+	api := newClient(e.Endpoint, newFaults())
+	table := fmt.Sprintf("tidemark-entryn-%d", tableSeq.Add(1))
+	tb := NewTable(api, table, 10*time.Second)
+	if err := tb.Ensure(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	oldItem(t, api, table, map[string]types.AttributeValue{keyStream: sv("orders"), keyItem: sv("roster"),
+		"ver": nv(3), "beats": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"h1": nv(12), "h2": sv("c=4")}}})
+	it, err := tb.Get(ctx, "orders", "roster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	was := it.Maps["beats"]["h1"]
+	if was != "12" {
+		t.Fatalf("the entry reads as %q, want its digits 12", was)
+	}
+	stored, err := tb.SetEntry(ctx, "orders", "roster", "beats", "h1", was, "c=13")
+	if err != nil {
+		t.Fatalf("SetEntry from the entry read: %v", err)
+	}
+	if got := stored.Maps["beats"]; got["h1"] != "c=13" || got["h2"] != "c=4" {
+		t.Fatalf("after SetEntry the entries are %v, want h1 c=13 and h2 c=4", got)
+	}
+	if _, err := tb.SetEntry(ctx, "orders", "roster", "beats", "h2", "4", "c=5"); !errors.Is(err, fleet.ErrConflict) {
+		t.Fatalf("SetEntry from 4 over the string entry c=4 = %v, want ErrConflict", err)
+	}
+}
+
+// number takes what DynamoDB accepts as a Number, and nothing a roster
+// entry's condition would send it to be refused as invalid.
+func TestNumberTakesOnlyWhatDynamoDBTakesAsANumber(t *testing.T) {
+	for s, want := range map[string]bool{
+		"12": true, "-0.5": true, "1.5E+3": true, "0": true, "1e125": true,
+		"": false, "c=12": false, "12x": false, "+1": false, "NaN": false, "Inf": false, "0x1p-2": false,
+		"1e126": false, "1e-131": false, "123456789012345678901234567890123456789": false, "1_000": false,
+	} {
+		if got := number(s); got != want {
+			t.Errorf("number(%q) = %v, want %v", s, got, want)
+		}
 	}
 }

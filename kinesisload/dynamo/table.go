@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -421,6 +422,12 @@ func (t *Table) SetEntry(ctx context.Context, partition, key, field, entry, old,
 		if old != "" {
 			cond = "#f.#e = :old"
 		}
+		// An entry whose type was changed to Number by hand reads as
+		// its digits (decode): the condition takes it as read.
+		if number(old) {
+			cond += " OR #f.#e = :oldN"
+			values[":oldN"] = &types.AttributeValueMemberN{Value: old}
+		}
 		cctx, cancel := t.callCtx(ctx)
 		out, err := t.api.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(t.name), Key: itemKey(partition, key),
@@ -443,6 +450,28 @@ func (t *Table) SetEntry(ctx context.Context, partition, key, field, entry, old,
 		}
 		return fleet.Item{}, t.classify("UpdateItem", err)
 	}
+}
+
+// number reports whether s is a number DynamoDB takes as a Number
+// attribute: decimal digits, an optional sign, point and exponent, at
+// most 38 digits, within its range of magnitudes.
+func number(s string) bool {
+	mantissa, _, _ := strings.Cut(strings.ToLower(s), "e")
+	digits := 0
+	for _, r := range mantissa {
+		if r >= '0' && r <= '9' {
+			digits++
+		}
+	}
+	if digits == 0 || digits > 38 || strings.HasPrefix(s, "+") || strings.ContainsAny(s, "_xXpPiInN") {
+		return false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return false
+	}
+	f = math.Abs(f)
+	return f == 0 || (f >= 1e-130 && f < 1e126)
 }
 
 // newVersionBase is the "ver" of an item an UpdateItem creates, before
