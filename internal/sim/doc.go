@@ -64,7 +64,7 @@
 //   - hand edits of the fleet's table: a shard item, the identity item,
 //     the init item, the roster, a host's positions deleted; a lease's
 //     owner changed; a host's roster entry rewritten in another form
-//     that reads the same;
+//     that reads the same, or with a typo that makes it undecodable;
 //   - an operator's rewind (schedules with a plain Sink) of every open
 //     shard or one, to TRIM_HORIZON or a time: written to the fleet's
 //     table while the hosts run, or, on one host, to the journal between

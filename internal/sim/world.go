@@ -1298,8 +1298,10 @@ func (w *world) handEdit(ctx context.Context, op string, d time.Duration) {
 }
 
 // reformatRosterEntry rewrites a host's roster entry by hand in another
-// form that reads the same (a trailing space, or a doubled one): the
-// host's next heartbeat is conditional on the entry as stored.
+// form that reads the same (a trailing space, or a doubled one), or with
+// a typo that makes it undecodable: the host's next heartbeat is
+// conditional on the entry as stored, the others count an undecodable
+// entry's host as absent (and collect it once it is gone long enough).
 func (w *world) reformatRosterEntry(ctx context.Context, part string) {
 	it, err := w.table.Get(ctx, part, "roster")
 	if err != nil || len(it.Maps["beats"]) == 0 {
@@ -1308,9 +1310,17 @@ func (w *world) reformatRosterEntry(ctx context.Context, part string) {
 	hosts := slices.Sorted(maps.Keys(it.Maps["beats"]))
 	host := hosts[w.intn(len(hosts))]
 	was := it.Maps["beats"][host]
-	now := was + " "
-	if w.intn(2) == 0 {
+	var now string
+	switch w.intn(3) {
+	case 0:
+		now = was + " "
+	case 1:
 		now = strings.Replace(was, " ", "  ", 1)
+	default:
+		if !strings.HasPrefix(was, "c=") {
+			return
+		}
+		now = "c=x" + was[len("c="):]
 	}
 	if _, err := w.table.SetEntry(ctx, part, "roster", "beats", host, was, now); err != nil {
 		w.logf("hand edit reformat-roster of %s: %v", host, err)
