@@ -469,7 +469,7 @@ func FuzzAShardItemReadsBackAsWritten(f *testing.F) {
 			p.Parents = strings.Split(strings.ToValidUTF8(parents, "?"), ",")
 		}
 		s := &shardItem{id: id, item: Item{Version: 1}, owner: owner, epoch: epoch, base: base, handoff: handoff,
-			rate: float64(rate), prog: p, rewind: rewind}
+			rate: float64(min(rate, maxRate)), prog: p, rewind: rewind} // a meter's rate: what a shard can be read at
 		if pendTok != "" {
 			s.pend = map[string]kinesisload.ShardProgress{pendTok: {ShardID: id, State: kinesisload.StateActive, Position: fuzzPosition(kind+1, seq, ts)}}
 		}
@@ -708,8 +708,8 @@ func FuzzAPositionEntryReadsBackAsWritten(f *testing.F) {
 			kind = uint8(scan.KindAfterSequence) // every entry has a position
 		}
 		e := posEntry{epoch: epoch, pos: fuzzPosition(kind, seq, ts)}
-		if rate > 0 && !math.IsInf(rate, 1) {
-			e.rate = rate // a meter's rate: a finite number of bytes/s
+		if rate > 0 && rate <= maxRate {
+			e.rate = rate // a meter's rate: what a shard can be read at
 		}
 		written := e.String()
 		back, err := parsePosEntry(written)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -329,6 +330,27 @@ func (s *shardItem) with(p kinesisload.ShardProgress, committed string) *shardIt
 	return &n
 }
 
+// maxRate is the highest rate, in bytes/s, taken from an item: far above
+// what one shard can be read at (2 MiB/s a reader), so that only a rate
+// edited by hand is set aside.
+const maxRate = 1 << 30
+
+// parseRate reads a shard's rate as its item or its owner's positions
+// store it. A rate no shard can be read at (not a number, infinite,
+// negative, above maxRate), which only a hand edit writes, is none: it
+// would seed the next owner's meter, which forgets it by a sixtieth a
+// second, and make that host the most loaded for hours, or for ever.
+func parseRate(v string) (float64, error) {
+	r, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return 0, err
+	}
+	if !(r >= 0 && r <= maxRate) {
+		return 0, nil
+	}
+	return r, nil
+}
+
 func shardID(key string) (string, bool) { return strings.CutPrefix(key, prefixShard) }
 
 func decodeShard(it Item) (*shardItem, error) {
@@ -342,7 +364,7 @@ func decodeShard(it Item) (*shardItem, error) {
 		return nil, err
 	}
 	if v := it.Field("rate"); v != "" {
-		if r, err := strconv.ParseFloat(v, 64); err == nil && r > 0 {
+		if r, err := parseRate(v); err == nil {
 			s.rate = r
 		}
 	}
@@ -524,6 +546,9 @@ func parseBeat(v string) (beat, error) {
 			b.by = kinesisload.BalanceBy(n)
 		case "w":
 			b.load, err = strconv.ParseFloat(val, 64)
+			if !(b.load >= 0 && b.load <= math.MaxFloat64) {
+				b.load = 0 // NaN, infinite or negative: edited by hand
+			}
 		case "h":
 			b.hint, err = parseHint(val)
 		}
@@ -608,7 +633,7 @@ func parsePosEntry(v string) (posEntry, error) {
 		return e, fmt.Errorf("position %q: %v", v, err)
 	}
 	if len(f) == 3 {
-		if e.rate, err = strconv.ParseFloat(f[2], 64); err != nil {
+		if e.rate, err = parseRate(f[2]); err != nil {
 			return e, fmt.Errorf("position %q: rate: %v", v, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -50,5 +51,40 @@ func TestAChunkEntryWrittenWithTheKindsNameIsStillRead(t *testing.T) {
 	}
 	if want := (posEntry{epoch: 7, pos: scan.AfterSequence(seq56), rate: 12}); back != want {
 		t.Fatalf("read %+v, want %+v", back, want)
+	}
+}
+
+// A shard's rate edited by hand to what no shard can read (infinite, not
+// a number, negative, or above maxRate) is taken for none: a rate seeds
+// its next owner's meter, which decays by a sixtieth a second, so 1e300
+// would have made its holder the most loaded host for eleven hours, and
+// +Inf for ever, every other host stealing from it by throughput.
+func TestARateNoShardCanReadIsTakenForNone(t *testing.T) {
+	for _, v := range []string{"Inf", "+Inf", "NaN", "-5", "1e300", "2e9"} {
+		it := Item{Partition: "s", Key: prefixShard + "shard-a", Version: 1, Fields: map[string]string{"epoch": "3", "owner": "b", "rate": v}}
+		s, err := decodeShard(it)
+		if err != nil {
+			t.Fatalf("a shard item with rate %q: %v", v, err)
+		}
+		if s.rate != 0 {
+			t.Errorf("a shard item with rate %q has rate %v, want none", v, s.rate)
+		}
+		e, err := parsePosEntry("3 " + seq56 + " " + v)
+		if err != nil {
+			t.Fatalf("a positions entry with rate %q: %v", v, err)
+		}
+		if e.rate != 0 {
+			t.Errorf("a positions entry with rate %q has rate %v, want none", v, e.rate)
+		}
+		b, err := parseBeat("c=1 v=0 b=1 w=" + v)
+		if err != nil {
+			t.Fatalf("a roster entry with load %q: %v", v, err)
+		}
+		if math.IsNaN(b.load) || math.IsInf(b.load, 0) || b.load < 0 {
+			t.Errorf("a roster entry with load %q has load %v, want a finite load, none or more", v, b.load)
+		}
+	}
+	if s, err := decodeShard(Item{Partition: "s", Key: prefixShard + "shard-a", Version: 1, Fields: map[string]string{"epoch": "3", "rate": "2097152"}}); err != nil || s.rate != 2097152 {
+		t.Errorf("a shard item with rate 2 MiB/s: rate %v, err %v; want 2097152", s.rate, err)
 	}
 }
