@@ -13,8 +13,13 @@
 # emulators itself; to run one by hand:
 #
 #   cd .cache/emulators
-#   node -r ../../internal/emulator/bind-localhost.js node_modules/kinesalite/cli.js --port 4567 --shardLimit 1000
-#   node node_modules/dynalite/cli.js --host 127.0.0.1 --port 4568
+#   # kinesis-local, plain HTTP on 4568 (4567 is its TLS port)
+#   KINESIS_MOCK_PLAIN_PORT=4568 KINESIS_MOCK_TLS_PORT=4567 AWS_REGION=us-east-1 \
+#     KINESIS_MOCK_CERT_PATH=node_modules/kinesis-local/server.json \
+#     node -r ../../internal/emulator/bind-localhost.js node_modules/kinesis-local/main.js
+#   # or kinesalite on 4569, and dynalite on 8000
+#   node -r ../../internal/emulator/bind-localhost.js node_modules/kinesalite/cli.js --port 4569 --shardLimit 1000
+#   node node_modules/dynalite/cli.js --host 127.0.0.1 --port 8000
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

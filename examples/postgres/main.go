@@ -20,7 +20,7 @@
 //	               means the libpq environment (PGHOST, PGPORT, PGUSER, ...)
 //	               and its defaults
 //	-endpoint URL  use the Kinesis at URL (for example a kinesis-local on
-//	               http://127.0.0.1:4567, or a real regional endpoint) instead
+//	               http://127.0.0.1:4568, or a real regional endpoint) instead
 //	               of the in-memory Kinesis of package kinesistest; the AWS
 //	               configuration comes from the environment and the shared
 //	               files, with region us-east-1 and dummy credentials when they
