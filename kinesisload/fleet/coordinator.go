@@ -494,21 +494,29 @@ func (m *member) endRead(seq uint64, shards map[string]*shardItem) {
 
 // lose marks l lost. m.mu must be held.
 func (m *member) lose(l *lease, why kinesisload.LostReason, reason string) {
-	if why != kinesisload.LostReleased && !l.isLost() {
-		// Its latest position is in our positions only: keep it there
-		// (for the host that takes the shard, or the archive) until the
-		// shard's item moves on.
-		m.keepPositions = true
-		if e, ok := l.entry(); ok {
-			m.orphans[l.shard] = e
-			m.dirty = true
-		}
+	if why != kinesisload.LostReleased {
+		m.keepOrphan(l)
 	}
 	l.markLost(why, reason)
 	if m.held[l.shard] == l {
 		delete(m.held, l.shard)
 	}
 	m.granted = slices.DeleteFunc(m.granted, func(g *lease) bool { return g == l })
+}
+
+// keepOrphan keeps l's latest position, which may be in our positions
+// only (its item holds the position of an earlier write), as an orphan
+// there (for the host that takes the shard, our giveUp of a handoff, or
+// the archive) until the shard's item moves on. m.mu must be held.
+func (m *member) keepOrphan(l *lease) {
+	if l.isLost() {
+		return
+	}
+	m.keepPositions = true
+	if e, ok := l.entry(); ok {
+		m.orphans[l.shard] = e
+		m.dirty = true
+	}
 }
 
 // fail ends the session on an error a round met that no retry fixes (an

@@ -334,7 +334,9 @@ func same(a, b kinesisload.ShardProgress) bool {
 // Release implements [kinesisload.Lease]: the latest committed position
 // is written into the shard's item and the owner cleared in one write, on
 // condition that owner and epoch are ours; a handoff request stays as the
-// requester's reservation.
+// requester's reservation. When the write fails, the position stays in
+// our positions, where the shard's next owner (or our next round, giving
+// up a shard asked for) finds it.
 func (l *lease) Release(ctx context.Context) error {
 	m := l.m
 	l.mu.Lock()
@@ -345,10 +347,15 @@ func (l *lease) Release(ctx context.Context) error {
 		return nil
 	}
 	err := l.write(ctx, latest, true)
+	m.mu.Lock()
+	if err != nil {
+		// The item may still name us at this epoch, with the position
+		// of an earlier write: the one our positions hold stays.
+		m.keepOrphan(l)
+	}
 	l.mu.Lock()
 	l.released = true
 	l.mu.Unlock()
-	m.mu.Lock()
 	m.lose(l, kinesisload.LostReleased, "released")
 	// Not ours to take back until the Loader offers it again (Acquire):
 	// a released shard is for another host.
