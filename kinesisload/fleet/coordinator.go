@@ -270,6 +270,7 @@ type member struct {
 	keepPositions bool
 	orphans       map[string]posEntry
 	posVersions   []uint64
+	posChunk      map[string]int // the chunk of each shard's entry (assignChunks)
 
 	// initLock is the initialisation lock while this host's init runs
 	// under it.

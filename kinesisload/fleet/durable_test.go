@@ -2,7 +2,9 @@ package fleet_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tidemark/tidemark/kinesisload"
@@ -120,3 +122,106 @@ func TestAHandoffWhoseReleaseFailedGivesTheShardUpAtItsPosition(t *testing.T) {
 	t.Fatalf("b never took %s", asked.Shard())
 }
 
+// failsChunk makes the next Put of a host's chunk key fail without
+// landing, once armed (a throttled write).
+type failsChunk struct {
+	fleet.Table
+	key   string
+	armed atomic.Bool
+}
+
+func (t *failsChunk) Put(ctx context.Context, it fleet.Item) (fleet.Item, error) {
+	if it.Key == t.key && t.armed.CompareAndSwap(true, false) {
+		return fleet.Item{}, fmt.Errorf("%w: throttled", fleet.ErrUnknown)
+	}
+	return t.Table.Put(ctx, it)
+}
+
+// chunkedHost makes host a, through fails, hold shards shard-00000 to
+// shard-<n-1> (the first skip of them offered at first, the rest once
+// they are held), commit a position on every one and write it. It
+// returns the holders and the position committed.
+func chunkedHost(t *testing.T, w *world, fails *failsChunk, n, skip int) (*holders, scan.Position) {
+	t.Helper()
+	a := w.hostThrough("a", fails)
+	hs := &holders{w: w, hosts: []*host{a}, leases: map[*host]map[string]kinesisload.Lease{a: {}}}
+	var all []string
+	var ups []kinesisload.ShardProgress
+	for i := range n {
+		id := fmt.Sprintf("shard-%05d", i)
+		all = append(all, id)
+		ups = append(ups, kinesisload.ShardProgress{ShardID: id, State: kinesisload.StateActive, Position: scan.TrimHorizon()})
+	}
+	if err := a.m.Initialise(context.Background(), func(ctx context.Context, st kinesisload.PositionStore) error {
+		return st.Save(ctx, "s", ups)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	hs.ids = all[skip:]
+	for len(hs.leases[a]) < n-skip {
+		hs.round(false)
+	}
+	hs.round(true)
+	committed := scan.AfterSequence(fmt.Sprint(1000 + hs.seq))
+	hs.round(false) // written
+	hs.ids = all
+	return hs, committed
+}
+
+// A round whose positions fit in fewer chunks than before deletes the
+// chunks past them only once the ones before landed: with 1,001 shards in
+// two chunks, one released, chunk 0 (re-cut to hold the last shard)
+// failed and chunk 1 was deleted all the same, so the last shard's
+// position was in no chunk, and a host that died then left it to be read
+// again from its take.
+func TestAChunkWriteThatFailsDeletesNoLaterChunk(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	fails := &failsChunk{Table: w.table, key: "pos#0"}
+	hs, committed := chunkedHost(t, w, fails, 1001, 0)
+	a := hs.hosts[0]
+	if n := len(mustQuery(t, w.table, "s#pos#a")); n != 2 {
+		t.Fatalf("%d chunks, want 2", n)
+	}
+	last := hs.ids[1000]
+	if err := hs.leases[a][hs.ids[0]].Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fails.armed.Store(true)
+	w.advance(w.cfg.RenewInterval) // chunk 0's write fails
+	a.table.Kill()
+	b := w.host("b")
+	if got := w.acquire(b, last).Progress().Position; !got.Equal(committed) {
+		t.Fatalf("b resumes %s at %v, want %v, durable in a's second chunk before the round", last, got, committed)
+	}
+}
+
+// A shard taken by a host whose positions fill a chunk moves no other
+// shard to another chunk: a new shard whose ID sorted first pushed the
+// last of chunk 0 into chunk 1, and when chunk 0 landed and chunk 1
+// failed, that shard's position was in neither.
+func TestAShardTakenMovesNoOtherShardsPosition(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	fails := &failsChunk{Table: w.table, key: "pos#1"}
+	hs, committed := chunkedHost(t, w, fails, 1001, 1)
+	a := hs.hosts[0]
+	if n := len(mustQuery(t, w.table, "s#pos#a")); n != 1 {
+		t.Fatalf("%d chunks, want 1", n)
+	}
+	for range 5 { // a takes shard-00000, which sorts first
+		if _, ok := hs.leases[a][hs.ids[0]]; ok {
+			break
+		}
+		hs.round(false)
+	}
+	if _, ok := hs.leases[a][hs.ids[0]]; !ok {
+		t.Fatalf("a did not take %s", hs.ids[0])
+	}
+	fails.armed.Store(true)
+	w.advance(w.cfg.RenewInterval) // chunk 1's write fails
+	a.table.Kill()
+	last := hs.ids[1000]
+	b := w.host("b")
+	if got := w.acquire(b, last).Progress().Position; !got.Equal(committed) {
+		t.Fatalf("b resumes %s at %v, want %v, durable in a's chunk before the round", last, got, committed)
+	}
+}

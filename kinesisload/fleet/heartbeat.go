@@ -439,21 +439,10 @@ func (m *member) flush(force bool) {
 			entries[id] = e.String()
 		}
 	}
+	chunks := m.assignChunks(entries)
 	versions := slices.Clone(m.posVersions)
 	m.dirty = false
 	m.mu.Unlock()
-	ids := slices.Sorted(maps.Keys(entries))
-	var chunks []map[string]string
-	for c := range slices.Chunk(ids, chunkEntries) {
-		ch := make(map[string]string, len(c))
-		for _, id := range c {
-			ch[id] = entries[id]
-		}
-		chunks = append(chunks, ch)
-	}
-	if len(chunks) == 0 {
-		chunks = append(chunks, map[string]string{}) // no lease left: an empty chunk
-	}
 	ok := true
 	pp := posPartition(m.part, m.me)
 	for i, ch := range chunks {
@@ -491,8 +480,11 @@ func (m *member) flush(force bool) {
 			versions[i] = v
 		}
 	}
-	// Chunks past the ones written hold shards we no longer have.
-	for i := len(chunks); i < len(versions); i++ {
+	// Chunks past the ones written hold shards we no longer have: deleted
+	// once every chunk before them landed (assignChunks moves no shard,
+	// but a failed write may leave them holding what is durable nowhere
+	// else, as after a restart that recovered them).
+	for i := len(chunks); ok && i < len(versions); i++ {
 		if versions[i] == 0 {
 			continue
 		}
@@ -514,6 +506,60 @@ func (m *member) flush(force bool) {
 		m.dirty = true
 	}
 	m.mu.Unlock()
+}
+
+// assignChunks splits entries, by shard, into the chunks of our
+// positions. A shard keeps its chunk for as long as it has an entry, and
+// a new one goes to the first chunk with room: a shard moved from one
+// chunk to another would be in neither when the write of the one that
+// gains it fails and that of the one that loses it lands. A host with no
+// entry writes one empty chunk. m.mu must be held.
+func (m *member) assignChunks(entries map[string]string) []map[string]string {
+	if m.posChunk == nil {
+		m.posChunk = map[string]int{}
+	}
+	var counts []int
+	for id, c := range m.posChunk {
+		if _, ok := entries[id]; !ok {
+			delete(m.posChunk, id)
+			continue
+		}
+		for len(counts) <= c {
+			counts = append(counts, 0)
+		}
+		counts[c]++
+	}
+	var fresh []string
+	for id := range entries {
+		if _, ok := m.posChunk[id]; !ok {
+			fresh = append(fresh, id)
+		}
+	}
+	slices.Sort(fresh)
+	for _, id := range fresh {
+		c := slices.IndexFunc(counts, func(n int) bool { return n < chunkEntries })
+		if c < 0 {
+			c = len(counts)
+			counts = append(counts, 0)
+		}
+		m.posChunk[id] = c
+		counts[c]++
+	}
+	for len(counts) > 0 && counts[len(counts)-1] == 0 {
+		counts = counts[:len(counts)-1]
+	}
+	chunks := make([]map[string]string, max(len(counts), 1))
+	for i := range chunks {
+		n := 0
+		if i < len(counts) {
+			n = counts[i]
+		}
+		chunks[i] = make(map[string]string, n)
+	}
+	for id, c := range m.posChunk {
+		chunks[c][id] = entries[id]
+	}
+	return chunks
 }
 
 // dropPositions deletes our positions once every lease is released: they
