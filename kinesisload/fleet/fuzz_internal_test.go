@@ -737,11 +737,27 @@ func FuzzAHandEditedPositionsChunkDecodesOrErrs(f *testing.F) {
 			{Partition: pp, Key: key2, Version: 2, Maps: map[string]map[string]string{fieldPos: {shard2: v2}}},
 		}
 		got, err := decodePositions(items)
-		want, bad := map[string]string{}, false // a later chunk's entry wins
+		want, bad := map[string]string{}, false
 		for _, kv := range [][2]string{{shard1, v1}, {shard2, v2}} {
-			if _, perr := parsePosEntry(kv[1]); perr != nil {
+			e, perr := parsePosEntry(kv[1])
+			if perr != nil {
 				bad = true
 				continue
+			}
+			if was, ok := want[kv[0]]; ok {
+				// In both chunks: the later lease's, or of one lease
+				// the position MergeProgress keeps (a tie: the later
+				// chunk's).
+				w, _ := parsePosEntry(was)
+				if e.epoch < w.epoch {
+					continue
+				}
+				if e.epoch == w.epoch {
+					kept := kinesisload.MergeProgress(kinesisload.ShardProgress{Position: e.pos}, kinesisload.ShardProgress{Position: w.pos}).Position
+					if !kept.Equal(e.pos) {
+						continue
+					}
+				}
 			}
 			want[kv[0]] = kv[1]
 		}

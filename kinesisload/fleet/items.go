@@ -642,7 +642,10 @@ func parsePosEntry(v string) (posEntry, error) {
 
 // decodePositions decodes the chunks of a host's positions partition:
 // every entry that decodes, and for those that do not (edited by hand),
-// an error naming each, wrapping ErrBadItem.
+// an error naming each, wrapping ErrBadItem. A shard in two chunks (its
+// entry left in one whose write failed, after it moved to another with a
+// lease taken again) has the entry of the later lease, or the further
+// position of one lease.
 func decodePositions(items []Item) (map[string]posEntry, error) {
 	out := map[string]posEntry{}
 	var bad []error
@@ -653,10 +656,23 @@ func decodePositions(items []Item) (map[string]posEntry, error) {
 				bad = append(bad, badItem(it, "shard %s: %v", shard, err))
 				continue
 			}
-			out[shard] = e
+			if was, ok := out[shard]; !ok || laterEntry(e, was) {
+				out[shard] = e
+			}
 		}
 	}
 	return out, errors.Join(bad...)
+}
+
+// laterEntry reports whether a was committed after b: under a later
+// lease, or further along under the same one (a tie goes to a).
+func laterEntry(a, b posEntry) bool {
+	if a.epoch != b.epoch {
+		return a.epoch > b.epoch
+	}
+	merged := kinesisload.MergeProgress(kinesisload.ShardProgress{Position: a.pos}, kinesisload.ShardProgress{Position: b.pos})
+	bFurther := !a.pos.Equal(b.pos) && merged.Position.Equal(b.pos)
+	return !bFurther
 }
 
 // positionsDecoded is decodePositions for the protocol: an entry that

@@ -88,3 +88,30 @@ func TestARateNoShardCanReadIsTakenForNone(t *testing.T) {
 		t.Errorf("a shard item with rate 2 MiB/s: rate %v, err %v; want 2097152", s.rate, err)
 	}
 }
+
+// A shard in two chunks of a host's positions (its entry left in one
+// whose write failed, after it moved to the other with a lease taken
+// again) reads as the entry of the later lease, or of one lease the
+// further position, in whatever order the chunks come: the later
+// chunk's won, and the earlier lease's entry, which its taker does not
+// take, sent the shard back to its item's position.
+func TestAShardInTwoChunksReadsAsItsLatestEntry(t *testing.T) {
+	chunk := func(key, v string) Item {
+		return Item{Partition: "s#pos#a", Key: key, Version: 1, Maps: map[string]map[string]string{fieldPos: {"shard-a": v}}}
+	}
+	for _, c := range []struct{ x, y, want string }{
+		{"3 100", "4 90", "4 90"},
+		{"4 100", "4 120", "4 120"},
+		{"4 100", "4 TRIM_HORIZON", "4 100"},
+	} {
+		for _, order := range [][2]string{{c.x, c.y}, {c.y, c.x}} {
+			got, err := decodePositions([]Item{chunk("pos#0", order[0]), chunk("pos#1", order[1])})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := got["shard-a"].String(); g != c.want {
+				t.Errorf("chunks %q then %q: shard-a reads %q, want %q", order[0], order[1], g, c.want)
+			}
+		}
+	}
+}
