@@ -168,6 +168,19 @@ func chunkedHost(t *testing.T, w *world, fails *failsChunk, n, skip int) (*holde
 	return hs, committed
 }
 
+// failThenTakeOver fails host a's next write of fails' chunk in its next
+// round, kills a, and checks that host b resumes shard at committed.
+func failThenTakeOver(t *testing.T, w *world, fails *failsChunk, shard string, committed scan.Position) {
+	t.Helper()
+	fails.armed.Store(true)
+	w.advance(w.cfg.RenewInterval)
+	w.hosts["a"].table.Kill()
+	b := w.host("b")
+	if got := w.acquire(b, shard).Progress().Position; !got.Equal(committed) {
+		t.Fatalf("b resumes %s at %v, want %v, durable in a's positions before the round whose write of %s failed", shard, got, committed, fails.key)
+	}
+}
+
 // A round whose positions fit in fewer chunks than before deletes the
 // chunks past them only once the ones before landed: with 1,001 shards in
 // two chunks, one released, chunk 0 (re-cut to hold the last shard)
@@ -186,13 +199,7 @@ func TestAChunkWriteThatFailsDeletesNoLaterChunk(t *testing.T) {
 	if err := hs.leases[a][hs.ids[0]].Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	fails.armed.Store(true)
-	w.advance(w.cfg.RenewInterval) // chunk 0's write fails
-	a.table.Kill()
-	b := w.host("b")
-	if got := w.acquire(b, last).Progress().Position; !got.Equal(committed) {
-		t.Fatalf("b resumes %s at %v, want %v, durable in a's second chunk before the round", last, got, committed)
-	}
+	failThenTakeOver(t, w, fails, last, committed)
 }
 
 // A shard taken by a host whose positions fill a chunk moves no other
@@ -216,12 +223,5 @@ func TestAShardTakenMovesNoOtherShardsPosition(t *testing.T) {
 	if _, ok := hs.leases[a][hs.ids[0]]; !ok {
 		t.Fatalf("a did not take %s", hs.ids[0])
 	}
-	fails.armed.Store(true)
-	w.advance(w.cfg.RenewInterval) // chunk 1's write fails
-	a.table.Kill()
-	last := hs.ids[1000]
-	b := w.host("b")
-	if got := w.acquire(b, last).Progress().Position; !got.Equal(committed) {
-		t.Fatalf("b resumes %s at %v, want %v, durable in a's chunk before the round", last, got, committed)
-	}
+	failThenTakeOver(t, w, fails, hs.ids[1000], committed)
 }
