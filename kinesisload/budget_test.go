@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/tidemark/tidemark/internal/backoff"
 	"github.com/tidemark/tidemark/journal"
+	"github.com/tidemark/tidemark/kinesisload/kinesistest"
 	"github.com/tidemark/tidemark/scan"
 )
 
@@ -221,4 +226,78 @@ func TestConfigRefusesNegativeBounds(t *testing.T) {
 			t.Errorf("Validate(%+v) = %v, want ErrInvalidConfig", c, err)
 		}
 	}
+}
+
+// A GetRecords answer with no output and no error (an odd answer, tried
+// again) gives back the page's reservation: each one kept it, so that
+// after about a dozen (the default MaxBufferedBytes) no reader could
+// reserve a page again, and the Loader ran on silently, reading nothing.
+// Found by a review.
+func TestAnOddGetRecordsAnswerGivesItsReservationBack(t *testing.T) {
+	s := newFakeStream(t, 1)
+	odd := &oddClient{Client: s.f, records: func(n int, o *kinesis.GetRecordsOutput) *kinesis.GetRecordsOutput {
+		if n <= 12 {
+			return nil
+		}
+		return o
+	}}
+	rec := newRecorder()
+	ih := newInitHook()
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon()},
+		WithClient(odd), WithStore(memStore(t, journal.NewMemory())), WithHooks(ih), withTune(func(rc *readerConfig) {
+			rc.minInterval = time.Millisecond
+			rc.readBytesPerSecond = -1
+			rc.retry = backoff.Policy{Base: time.Millisecond, Max: time.Millisecond}
+		}))
+	ih.wait(t)
+	s.put(shard0, "a")
+	rec.waitFor(t, "a")
+	r.stop(t)
+	if n := r.l.buffered.inUse(); n != 0 {
+		t.Errorf("%d bytes of the buffer budget in use after Run returned, want none", n)
+	}
+}
+
+// A reader whose confirmation of a shard's end (ListShards, asked when the
+// last page has no ChildShards, as kinesalite answers) ends with the
+// session (a Pause) gives back the page's share of the budget: it kept it
+// for the Loader's life, and with a budget of one page nothing was read
+// after Resume, silently. Found by a review.
+func TestAPauseWhileAnEndIsConfirmedGivesThePageBack(t *testing.T) {
+	s := newFakeStream(t, 1)
+	s.put(shard0, strings.Repeat("x", 900_000))
+	s.split(shard0)
+	odd := &oddClient{Client: s.f, records: func(_ int, o *kinesis.GetRecordsOutput) *kinesis.GetRecordsOutput {
+		if o.NextShardIterator != nil {
+			return o
+		}
+		c := *o
+		c.ChildShards = nil
+		return &c
+	}}
+	holdReads := make(chan struct{})
+	s.f.Inject(kinesistest.Fault{Op: kinesistest.OpGetRecords, Shard: shard0, Nth: 1, Block: holdReads})
+	rec := newRecorder()
+	ih := newInitHook()
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: rec, StartPosition: scan.TrimHorizon(), MaxBufferedBytes: 1 << 20},
+		WithClient(odd), WithStore(memStore(t, journal.NewMemory())), WithHooks(ih))
+	ih.wait(t)
+	entered := make(chan struct{}, 16)
+	removeList := s.f.Inject(kinesistest.Fault{Op: kinesistest.OpListShards, Block: make(chan struct{}), Entered: entered})
+	close(holdReads)
+	select {
+	case <-entered: // the reader confirms the end, holding the page
+	case <-time.After(20 * time.Second):
+		t.Fatal("no ListShards to confirm the end")
+	}
+	r.l.Pause()
+	for i := 0; r.l.buffered.inUse() != 0; i++ {
+		if i > 2000 {
+			t.Fatalf("paused, %d bytes of the buffer budget are still in use, want none", r.l.buffered.inUse())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	removeList()
+	r.l.Resume()
+	rec.waitFor(t, strings.Repeat("x", 900_000))
 }

@@ -333,6 +333,7 @@ func (r *reader) run(ctx context.Context, out chan<- page) error {
 		if next == "" {
 			if end = len(res.ChildShards) > 0; !end {
 				if end, err = r.closed(ctx); err != nil {
+					r.cfg.buffer.release(held)
 					return err
 				}
 			}
@@ -455,6 +456,10 @@ func (r *reader) getRecords(ctx context.Context, iter string) (*kinesis.GetRecor
 	var res *kinesis.GetRecordsOutput
 	var held int64
 	err := r.do(ctx, "GetRecords", true, func(cctx context.Context) error {
+		// An earlier attempt's reservation (its answer was odd) is given
+		// back before the next is made.
+		r.cfg.buffer.release(held)
+		held = 0
 		if r.cfg.buffer != nil {
 			// Reserve the largest page before the call, so that what the
 			// Loader holds never exceeds the budget; the call's own
@@ -475,8 +480,6 @@ func (r *reader) getRecords(ctx context.Context, iter string) (*kinesis.GetRecor
 		out, err := r.cfg.client.GetRecords(cctx, in, noSDKRetries)
 		r.pacer.Answered()
 		if err != nil {
-			r.cfg.buffer.release(held)
-			held = 0
 			return err
 		}
 		if out == nil {
@@ -486,6 +489,7 @@ func (r *reader) getRecords(ctx context.Context, iter string) (*kinesis.GetRecor
 		return nil
 	})
 	if err != nil {
+		r.cfg.buffer.release(held)
 		return nil, 0, err
 	}
 	if r.cfg.buffer != nil {
