@@ -271,6 +271,9 @@ type member struct {
 	orphans       map[string]posEntry
 	posVersions   []uint64
 	posChunk      map[string]int // the chunk of each shard's entry (assignChunks)
+	// rewindsSeen holds each shard's last rewind ID ("": none) as the
+	// session's last read of the rewinds found it (rewoundSince).
+	rewindsSeen map[string]string
 
 	// initLock is the initialisation lock while this host's init runs
 	// under it.

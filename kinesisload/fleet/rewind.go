@@ -321,12 +321,33 @@ func (st sharedStore) Rewinds(ctx context.Context, stream string) (map[string]ki
 		return nil, err
 	}
 	out := map[string]kinesisload.Rewind{}
+	seen := make(map[string]string, len(snap.shards))
 	for id, s := range snap.shards {
+		seen[id] = ""
 		if rw, ok := decodeRewind(s); ok {
 			out[id] = rw
+			seen[id] = rw.ID
 		}
 	}
+	st.m.mu.Lock()
+	st.m.rewindsSeen = seen
+	st.m.mu.Unlock()
 	return out, nil
+}
+
+// rewoundSince reports whether s, an item that exists, holds a rewind
+// other than the one its shard had at the session's last read of the
+// rewinds (sharedStore.Rewinds): positions the Loader took since from
+// elsewhere (its Sink's checkpoints) predate it, and must not undo it.
+func (m *member) rewoundSince(s *shardItem) bool {
+	m.mu.Lock()
+	was, ok := m.rewindsSeen[s.id]
+	m.mu.Unlock()
+	if !ok || !s.exists() {
+		return false
+	}
+	rw, _ := decodeRewind(s)
+	return rw.ID != was
 }
 
 // Rewinds implements [kinesisload.RewindStore] (as the shared store).

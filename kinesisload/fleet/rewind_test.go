@@ -298,3 +298,76 @@ func TestRewindRefusesWhileTheIdentityItemIsMissing(t *testing.T) {
 		}
 	}
 }
+
+// A rewind that lands while a host's Loader initialises, between its read
+// of the rewinds and its Save of the TransactionalSink's checkpoints
+// (taken before the rewind), is not undone by that Save: the Save merged
+// the Sink's further position over the rewound item, the next owner was
+// granted the shard there while its lease's rewind said to set the Sink
+// back, and the records the rewind was to deliver again never came.
+// Found by a review.
+func TestASaveOfPositionsReadBeforeARewindDoesNotUndoIt(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, fleet.Config{})
+	a := w.host("a")
+	x := w.seed(a, 1)[0]
+	la := w.acquire(a, x)
+	if err := la.Commit(ctx, kinesisload.ShardProgress{ShardID: x, Position: scan.AfterSequence("500")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	to := scan.AfterSequence("100")
+	c := w.host("c")
+	if err := c.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		// As the Loader's initialisation: the rewinds, then the Sink's
+		// checkpoints (500), then the Save; the rewind lands between.
+		if _, err := st.(kinesisload.RewindStore).Rewinds(ctx, "s"); err != nil {
+			return err
+		}
+		if _, err := fleet.Rewind(ctx, w.table, "s", opsRewind("rw1"), map[string]scan.Position{x: to}); err != nil {
+			t.Fatal(err)
+		}
+		w.advance(w.cfg.RenewInterval)
+		return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: x, Position: scan.AfterSequence("500")}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w.advance(w.cfg.RenewInterval)
+	lb := w.acquire(c, x)
+	if rw, ok := lb.(rewindLease).Rewind(); !ok || rw.ID != "rw1" || !rw.To.Equal(to) {
+		t.Fatalf("the lease's rewind is %+v (%v), want rw1 to %v", rw, ok, to)
+	}
+	if got := lb.Progress().Position; !got.Equal(to) {
+		t.Errorf("the rewound shard resumes at %v, want the rewind's %v", got, to)
+	}
+}
+
+// Nor is it undone by the Sink's end of the shard, read before the rewind:
+// the shard is read again from the rewind's position, not COMPLETED.
+func TestASaveOfAnEndReadBeforeARewindDoesNotUndoIt(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, fleet.Config{})
+	a := w.host("a")
+	x := w.seed(a, 1)[0]
+	to := scan.AfterSequence("100")
+	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		if _, err := st.(kinesisload.RewindStore).Rewinds(ctx, "s"); err != nil {
+			return err
+		}
+		if _, err := fleet.Rewind(ctx, w.table, "s", opsRewind("rw1"), map[string]scan.Position{x: to}); err != nil {
+			t.Fatal(err)
+		}
+		return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: x, State: kinesisload.StateCompleted, Position: scan.ShardEnd()}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := fleet.Inspect(ctx, w.table, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := info.Shards[x].Progress; p.State == kinesisload.StateCompleted || !p.Position.Equal(to) {
+		t.Errorf("the rewound shard is %v at %v after the Save, want ACTIVE at the rewind's %v", p.State, p.Position, to)
+	}
+}

@@ -173,6 +173,17 @@ func (st sharedStore) Save(ctx context.Context, stream string, updates []kinesis
 			return nil
 		}
 		missing = slices.DeleteFunc(missing, func(id string) bool { return id == u.ShardID })
+		if (u.Position.Kind != 0 || u.State > kinesisload.StateActive) && st.m.rewoundSince(s) {
+			// Rewound since the Loader read the rewinds: what it
+			// read before (the Sink's checkpoints) does not undo the
+			// rewind, neither its position nor an end reached there
+			// (the rewind reads it again). An activation and parents
+			// count.
+			st.m.c.cfg.Logger.Info("fleet: a position saved for a shard rewound meanwhile is left out: the rewind's stands",
+				"stream", st.m.stream, "shard", u.ShardID, "position", u.Position, "state", u.State)
+			u.Position = scan.Position{}
+			u.State = min(u.State, kinesisload.StateActive)
+		}
 		v := s.visible(committed)
 		nv := kinesisload.MergeProgress(v, u)
 		if s.exists() && same(nv, v) {
