@@ -1411,3 +1411,44 @@ func TestTheFirstT0OutlivesTheInitItemInTheIdentityItem(t *testing.T) {
 		t.Errorf("the second initialisation's pending T0 = %v (pending %v), want the first's, %v", got, pending, first)
 	}
 }
+
+// failsIdentityGet fails, once armed, the next Get of the identity item
+// with an unknown outcome (a throttled or timed-out read).
+type failsIdentityGet struct {
+	fleet.Table
+	armed atomic.Bool
+}
+
+func (t *failsIdentityGet) Get(ctx context.Context, partition, key string) (fleet.Item, error) {
+	if key == "identity" && t.armed.CompareAndSwap(true, false) {
+		return fleet.Item{}, fmt.Errorf("%w: the read timed out", fleet.ErrUnknown)
+	}
+	return t.Table.Get(ctx, partition, key)
+}
+
+// An initialisation's commit whose read of the identity item fails once
+// still records that the stream was identified: it committed without,
+// and once the identity item was deleted by hand a host joining took the
+// stream for one never identified (it would store the stream it sees now,
+// perhaps one re-created meanwhile, as the fleet's). Found by a review.
+func TestACommitWhoseIdentityReadFailedStillSaysIdentified(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ft := &failsIdentityGet{Table: w.table}
+	a := w.hostThrough("a", ft)
+	if err := a.m.Initialise(context.Background(), func(ctx context.Context, st kinesisload.PositionStore) error {
+		if err := st.SetIdentity(ctx, "s", kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start}); err != nil {
+			return err
+		}
+		if err := st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: "x", State: kinesisload.StateActive, Position: scan.AfterSequence("7")}}); err != nil {
+			return err
+		}
+		ft.armed.Store(true) // the commit's read of the identity item fails
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deleteIdentityByHand(t, w)
+	if err := joinFresh(t, w); !errors.Is(err, fleet.ErrIdentityMissing) {
+		t.Errorf("Join without the identity item of an initialised, identified stream = %v, want ErrIdentityMissing", err)
+	}
+}

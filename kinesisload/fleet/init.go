@@ -243,13 +243,18 @@ func (m *member) commitInit(ctx context.Context, token string) error {
 				return lost(kinesisload.LostCommitRefused, "another host holds the initialisation lock or committed")
 			}
 			ii.committed = token
-			if id, gerr := m.c.table.Get(cctx, m.stream, keyIdentity); gerr == nil && id.Exists() {
-				ii.identified = true
-			}
-			_, err = m.c.table.Put(cctx, ii.encode(m.part))
-			if err == nil {
-				cancel()
-				return m.committedInit(token)
+			// Whether the stream was identified is read, not guessed: a
+			// commit without it lets a host joining after the identity
+			// item was deleted take the stream for one never
+			// identified (checkIdentityGone).
+			var id Item
+			if id, err = m.c.table.Get(cctx, m.stream, keyIdentity); err == nil {
+				ii.identified = id.Exists()
+				_, err = m.c.table.Put(cctx, ii.encode(m.part))
+				if err == nil {
+					cancel()
+					return m.committedInit(token)
+				}
 			}
 		}
 		cancel()
