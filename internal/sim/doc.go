@@ -65,10 +65,11 @@
 //     the init item, the roster, a host's positions deleted; a lease's
 //     owner changed; a host's roster entry rewritten in another form
 //     that reads the same, or with a typo that makes it undecodable;
-//   - an operator's rewind (schedules with a plain Sink) of every open
-//     shard or one, to TRIM_HORIZON or a time: written to the fleet's
-//     table while the hosts run, or, on one host, to the journal between
-//     a Close and a restart, as the tidemark command does.
+//   - an operator's rewind of every open shard or one, to TRIM_HORIZON or
+//     a time: written to the fleet's table while the hosts run, or, on one
+//     host, to the journal between a Close and a restart, as the tidemark
+//     command does (with sinktest.Memory, a Rewinder, the Loader sets the
+//     Sink's checkpoint back);
 //
 // What the documentation says an operator does, the operator does: restore
 // an item deleted by hand from its backup when a host stops naming it,
@@ -93,10 +94,12 @@
 //   - a rewind that landed is obeyed: every record of the shard at or
 //     after its position, put before it, is delivered again after it
 //     (unless the shard's item, which held the rewind, was deleted by
-//     hand after it and written again by a host before the restore);
-//   - exactly once: sinktest.Memory stores no record twice;
-//   - order: per shard, records are stored (or first delivered, with a
-//     plain Sink) in sequence order;
+//     hand after it and written again by a host before the restore, or
+//     not restored: a TransactionalSink's checkpoints bring it back);
+//   - exactly once: sinktest.Memory stores no record twice, but once more
+//     after each rewind that set the Sink's checkpoint of its shard back;
+//   - order: per shard, records are stored (between the Sink's rewinds),
+//     or first delivered with a plain Sink, in sequence order;
 //   - parents before children: no record of a child was first delivered
 //     before the last of its parents';
 //   - every delivered record was put, to that shard, with that sequence

@@ -355,10 +355,11 @@ func plan(seed int64) (Spec, []Event) {
 	}
 	// An operator's rewinds, drawn from a stream of their own so that the
 	// rest of a seed's schedule is what it was before rewinds existed. A
-	// rewind re-delivers on purpose: only in schedules with a plain Sink,
-	// whose oracles count first deliveries.
+	// rewind re-delivers on purpose: the oracles count first deliveries,
+	// and with a TransactionalSink (a Rewinder, its checkpoint set back)
+	// a record stored once more for each rewind that asked it again.
 	rr := rand.New(rand.NewPCG(uint64(seed), 0x4e41))
-	if !sp.Transactional && rr.IntN(3) == 0 {
+	if rr.IntN(3) == 0 {
 		for range 1 + rr.IntN(3) {
 			at := 2*time.Second + time.Duration(rr.Int64N(int64(sp.Chaos-2*time.Second)+1))
 			e := Event{At: at, Kind: EvRewind, Op: "trim-horizon", N: rr.IntN(5) - 1}

@@ -340,6 +340,23 @@ func (s txSink) Checkpoints(ctx context.Context, stream string) (map[string]scan
 	return out, err
 }
 
+// RewindCheckpoint makes the destination a [kinesisload.Rewinder]: an
+// operator's rewind sets its checkpoint back.
+func (s txSink) RewindCheckpoint(ctx context.Context, stream, shard string, to scan.Position, epoch uint64) error {
+	return s.p.call(ctx, "sink.RewindCheckpoint", true, func(ctx context.Context) error {
+		if err := s.p.w.mem.RewindCheckpoint(ctx, stream, shard, to, epoch); err != nil {
+			return err
+		}
+		// Taken after the rewind: no batch stored after it is of an
+		// earlier epoch (refused), so the cut is exact.
+		n := len(s.p.w.mem.Stored(stream, shard))
+		s.p.w.mu.Lock()
+		s.p.w.sinkRewinds[shard] = append(s.p.w.sinkRewinds[shard], n)
+		s.p.w.mu.Unlock()
+		return nil
+	})
+}
+
 func (p *proc) sinkFault() (rate float64, after bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -116,10 +116,13 @@ type world struct {
 	procs      []*proc
 	// firstDeliveryAt is when a Sink first accepted a record.
 	firstDeliveryAt time.Time
-	fixes           []func()        // the operator's actions, queued
-	cleared         map[int]bool    // incarnations whose old checkpoints the operator removed
-	repaired        map[string]bool // shards (of an incarnation) the operator rewound for a refused position
-	rewinds         int             // the operator's rewinds, to name them
+	fixes           []func()     // the operator's actions, queued
+	cleared         map[int]bool // incarnations whose old checkpoints the operator removed
+	// sinkRewinds holds, per shard, how many records sinktest.Memory held
+	// when a rewind set its checkpoint back (checkExactlyOnce).
+	sinkRewinds map[string][]int
+	repaired    map[string]bool // shards (of an incarnation) the operator rewound for a refused position
+	rewinds     int             // the operator's rewinds, to name them
 }
 
 // slot is one host: its processes run one after another.
@@ -137,7 +140,7 @@ type slot struct {
 
 func newWorld(sp Spec, opt Options) *world {
 	w := &world{spec: sp, opt: opt, start: time.Now(), rng: rand.New(rand.NewPCG(uint64(sp.Seed), 0xfa17)),
-		table: fleet.NewMemoryTable(), mem: sinktest.NewMemory(), dir: opt.Dir, cleared: map[int]bool{}, repaired: map[string]bool{}}
+		table: fleet.NewMemoryTable(), mem: sinktest.NewMemory(), dir: opt.Dir, cleared: map[int]bool{}, repaired: map[string]bool{}, sinkRewinds: map[string][]int{}}
 	w.fake = kinesistest.New(kinesistest.WithConsumerActivation(time.Second))
 	handler := slog.DiscardHandler
 	if opt.Log != nil {
@@ -1289,6 +1292,11 @@ func (w *world) handEdit(ctx context.Context, op string, d time.Duration) {
 	e.gen = w.gen
 	w.edits = append(w.edits, e)
 	w.mu.Unlock()
+	if shard, ok := strings.CutPrefix(it.Key, "shard#"); ok && op == "delete-shard" && !restore {
+		// Not restored (a TransactionalSink's checkpoints bring the
+		// item back): its rewinds are lost with it.
+		w.voidRewinds(shard, e)
+	}
 	if restore {
 		w.detach(func() {
 			time.Sleep(d)
@@ -1409,7 +1417,9 @@ func (w *world) restore(e *edit) {
 
 // voidRewinds voids the rewinds of shard that landed before its item was
 // deleted by hand (e), when the item could not be restored (a host wrote
-// it again meanwhile): the rewind lived in the item, and a host that
+// it again meanwhile) or is not (a TransactionalSink's checkpoints bring
+// it back, perhaps as they were before the rewind): the rewind lived in
+// the item, and a host that
 // writes the item again knows nothing of it (docs/fleet.md: restore
 // deleted items rather than leave the Loaders to re-create them). Its
 // records are owed as before the rewind: delivered, not delivered again.
