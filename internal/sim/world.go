@@ -1547,11 +1547,12 @@ func (w *world) checkBeats() {
 		return // reported as missing records
 	}
 	counters := func() map[string]string {
-		it, err := w.table.Get(context.Background(), w.latestPartition(), "roster")
+		part := w.latestPartition()
+		it, err := w.table.Get(context.Background(), part, "roster")
 		if err != nil {
 			return nil
 		}
-		out := map[string]string{}
+		out := map[string]string{"": part}
 		for host, v := range it.Maps["beats"] {
 			if f := strings.Fields(v); len(f) > 0 {
 				out[host] = f[0] // c=<counter>
@@ -1574,6 +1575,12 @@ func (w *world) checkBeats() {
 	was, before := inSession(), counters()
 	time.Sleep(2 * w.spec.Lease)
 	after, is := counters(), inSession()
+	if before[""] != after[""] {
+		// A start-over meanwhile: the counters of two generations'
+		// rosters do not compare (found: equal by chance, seed
+		// 238115389).
+		return
+	}
 	for p, ok := range is {
 		if !ok || !was[p] {
 			continue
