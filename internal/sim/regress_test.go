@@ -336,3 +336,16 @@ func TestAStaleDescriptionIsAskedAgainBeforeAStartOver(t *testing.T) {
 func TestAVoidRewindStillSkipsWhatItMovedPast(t *testing.T) {
 	replaySeed(t, 200044146, 40)
 }
+
+// Seed 239000561 (LOSS, every run): the identity, init and only shard
+// items deleted by hand within five seconds of the first initialisation,
+// while its host read the shard. A host joining found no item that showed
+// the fleet had read the stream, initialised it afresh at a T0 of its own
+// (its items then made the operator's restores fail), took the shard from
+// the reading host, and what arrived between the two T0s was never read.
+// The reading host's positions now show the read: Join refuses with
+// ErrIdentityMissing until the identity item is restored.
+// TestJoinRefusesAMissingIdentityWhenOnlyAHostsPositionsShowTheRead.
+func TestAFleetWhoseItemsWereAllDeletedIsNotInitialisedAgainWhileAHostRead(t *testing.T) {
+	replaySeed(t, 239000561, 1)
+}

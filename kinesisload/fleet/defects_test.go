@@ -1452,3 +1452,40 @@ func TestACommitWhoseIdentityReadFailedStillSaysIdentified(t *testing.T) {
 		t.Errorf("Join without the identity item of an initialised, identified stream = %v, want ErrIdentityMissing", err)
 	}
 }
+
+// The identity item, the init item and every shard item deleted by hand
+// while a host reads: the host's positions say the fleet read the stream,
+// and a host joining does not take it for one never initialised. It
+// initialised it afresh at a T0 of its own, the live host lost its lease
+// to it, and what arrived between the first T0 and the second was never
+// read (found by the simulation, seed 239000561).
+func TestJoinRefusesAMissingIdentityWhenOnlyAHostsPositionsShowTheRead(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	a := w.host("a")
+	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		if err := st.SetIdentity(ctx, "s", kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start}); err != nil {
+			return err
+		}
+		return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: "x", State: kinesisload.StateActive, Position: scan.TrimHorizon()}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	l := w.acquire(a, "x")
+	if err := l.Commit(ctx, kinesisload.ShardProgress{ShardID: "x", Position: scan.AfterSequence("42")}); err != nil {
+		t.Fatal(err)
+	}
+	w.advance(w.cfg.RenewInterval) // a's positions hold x at 42
+	deleteIdentityByHand(t, w)
+	deleteShardByHand(t, w, "x")
+	it, err := w.table.Get(ctx, "s", "init")
+	if err != nil || !it.Exists() {
+		t.Fatalf("no init item: %v", err)
+	}
+	if err := w.table.Delete(ctx, "s", "init", it.Version); err != nil {
+		t.Fatal(err)
+	}
+	if err := joinFresh(t, w); !errors.Is(err, fleet.ErrIdentityMissing) {
+		t.Errorf("Join = %v, want ErrIdentityMissing: host a's positions show the fleet read the stream", err)
+	}
+}

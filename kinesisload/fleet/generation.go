@@ -66,7 +66,7 @@ func (m *member) checkIdentityGone(ctx context.Context) error {
 // when the fleet shows it read the stream: a generation later than the
 // first has items, the first's initialisation was committed with an
 // identity, or (its init item gone too) a shard item of the first was
-// owned. The identity item was deleted by hand then, and taking the stream
+// owned, or a host of its roster holds positions. The identity item was deleted by hand then, and taking the stream
 // seen now for the fleet's would read a stream re-created meanwhile from
 // the old one's positions ([ErrIdentityMissing]). It returns
 // errIdentityAppeared when the item is there when read again (written
@@ -122,6 +122,20 @@ func checkIdentityGone(ctx context.Context, table Table, stream string) error {
 						"restore the identity item (key %q) naming the stream the fleet read, for example from an export made before (tidemark export has it); nothing was read or written",
 						ErrIdentityMissing, stream, id, s.epoch, stream, keyIdentity)
 				}
+			}
+			// Nor a shard item (deleted by hand too): a host's positions
+			// hold what it read under a lease.
+			host, err := readUnderLease(ctx, table, stream, snap.roster)
+			if err != nil {
+				return fmt.Errorf("fleet: stream %s: reading the hosts' positions: %w", stream, err)
+			}
+			if host != "" {
+				if appeared(ctx, table, stream) {
+					return errIdentityAppeared
+				}
+				return fmt.Errorf("%w: stream %s has positions host %s committed under a lease (partition %s) but neither an identity item nor a committed init item nor an owned shard item in partition %s: "+
+					"restore the identity item (key %q) naming the stream the fleet read, and the shard items, for example from an export made before (tidemark export has them); nothing was read or written",
+					ErrIdentityMissing, stream, host, posPartition(partition(stream, 0), host), stream, keyIdentity)
 			}
 			return nil
 		}
@@ -272,4 +286,26 @@ func (m *member) void(ctx context.Context) error {
 	defer m.mu.Unlock()
 	m.voidWith(ii)
 	return m.over
+}
+
+// readUnderLease returns a host of generation 0's roster r whose
+// positions hold an entry ("": none): it read the stream under a lease,
+// which only an initialisation committed grants.
+func readUnderLease(ctx context.Context, table Table, stream string, r roster) (string, error) {
+	for _, host := range slices.Sorted(maps.Keys(r.raw)) {
+		var items []Item
+		err := readWaiting(ctx, func() (err error) {
+			items, err = table.Query(ctx, posPartition(partition(stream, 0), host))
+			return err
+		})
+		if err != nil {
+			return "", err
+		}
+		for _, it := range items {
+			if len(it.Maps[fieldPos]) > 0 {
+				return host, nil
+			}
+		}
+	}
+	return "", nil
 }
