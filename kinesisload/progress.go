@@ -2,6 +2,7 @@ package kinesisload
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -174,4 +175,29 @@ func symbolicRank(p scan.Position) int {
 		return 1
 	}
 	return 2
+}
+
+// CheckRestore reports whether p may be restored as a shard's stored
+// progress (an import of an export, a migration): its position, when
+// set, valid and concrete (LATEST is never stored), and SHARD_END and
+// COMPLETED only together, as a shard read to its end stores them. An
+// open shard stored at SHARD_END would be completed unread, its records
+// skipped; a COMPLETED shard short of its end would let its children be
+// read before the rest of it.
+func CheckRestore(p ShardProgress) error {
+	if p.Position.Kind != 0 {
+		if err := p.Position.Validate(); err != nil {
+			return err
+		}
+		if p.Position.Kind == scan.KindLatest {
+			return errors.New("LATEST is never stored: resolve it to a concrete position first")
+		}
+	}
+	switch end := p.Position.Kind == scan.KindShardEnd; {
+	case end && p.State != StateCompleted:
+		return fmt.Errorf("position SHARD_END with state %v: only a shard read to its end (COMPLETED) is stored at SHARD_END; its records would be skipped", p.State)
+	case p.State == StateCompleted && !end:
+		return fmt.Errorf("state COMPLETED at %v: a shard read to its end is stored at SHARD_END; its children would be read before the rest of it", p.Position)
+	}
+	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/kinesisload"
-	"github.com/tidemark/tidemark/scan"
 )
 
 // Import writes progress into table for stream, which no host of the
@@ -26,8 +25,9 @@ import (
 // another stream or a later generation, when the stream's initialisation
 // item exists (a host started on it), or when a shard item exists that is
 // not the one Import would write (an error wrapping [ErrNotEmpty]); and
-// when a shard has no ID, is listed twice, or has a position that cannot
-// be stored (LATEST, or an invalid one). An Import that failed part-way
+// when a shard has no ID, is listed twice, or has progress that cannot be
+// restored ([kinesisload.CheckRestore]: LATEST, an invalid position,
+// SHARD_END without COMPLETED or the reverse). An Import that failed part-way
 // can be run again: the items it wrote already are the ones it would
 // write.
 func Import(ctx context.Context, table Table, stream string, id kinesisload.StreamIdentity, shards []kinesisload.ShardProgress) error {
@@ -43,13 +43,8 @@ func Import(ctx context.Context, table Table, stream string, id kinesisload.Stre
 			return fmt.Errorf("fleet: import into stream %s: shard %s is listed twice", stream, p.ShardID)
 		}
 		seen[p.ShardID] = true
-		if p.Position.Kind != 0 {
-			if err := p.Position.Validate(); err != nil {
-				return fmt.Errorf("fleet: import into stream %s: shard %s: %w", stream, p.ShardID, err)
-			}
-			if p.Position.Kind == scan.KindLatest {
-				return fmt.Errorf("fleet: import into stream %s: shard %s: LATEST is never stored: resolve it to a concrete position first", stream, p.ShardID)
-			}
+		if err := kinesisload.CheckRestore(p); err != nil {
+			return fmt.Errorf("fleet: import into stream %s: shard %s: %w", stream, p.ShardID, err)
 		}
 	}
 	it, err := table.Get(ctx, stream, keyIdentity)

@@ -92,3 +92,24 @@ func TestImportRefusesANonEmptyStreamAndRunsAgain(t *testing.T) {
 		t.Errorf("an import into a started fleet = %v, want ErrNotEmpty pointing at rewind", err)
 	}
 }
+
+// Import refuses, writing nothing, progress no shard stores: SHARD_END on
+// a shard not COMPLETED (its records would be skipped: the Loader
+// completes it unread) and COMPLETED short of SHARD_END (its children
+// would be read before the rest of it). Both were imported.
+func TestImportRefusesProgressNoShardStores(t *testing.T) {
+	ctx := context.Background()
+	for name, p := range map[string]kinesisload.ShardProgress{
+		"SHARD_END, ACTIVE":  {ShardID: "x", State: kinesisload.StateActive, Position: scan.ShardEnd()},
+		"COMPLETED, not END": {ShardID: "x", State: kinesisload.StateCompleted, Position: scan.AfterSequence("5")},
+	} {
+		table := fleet.NewMemoryTable()
+		err := fleet.Import(ctx, table, "s", kinesisload.StreamIdentity{}, []kinesisload.ShardProgress{p})
+		if err == nil || !strings.Contains(err.Error(), "shard x") {
+			t.Errorf("%s: Import = %v, want a refusal naming shard x", name, err)
+		}
+		if its, _ := table.Query(ctx, "s"); len(its) > 0 {
+			t.Errorf("%s: the refused Import wrote %d items", name, len(its))
+		}
+	}
+}

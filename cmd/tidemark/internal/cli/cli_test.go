@@ -369,6 +369,14 @@ func TestExportImportBetweenAJournalAndATable(t *testing.T) {
 		`{"format": "tidemark-positions/1", "stream": "s", "shards": [{"shard": "a", "state": "ACTIVE", "position": "LATEST"}]}`: "shard a: LATEST is never stored",
 		`{"format": "tidemark-positions/1", "stream": "s", "shards": [{"shard": "a", "state": "RUNNING"}]}`:                      "RUNNING",
 		`{"format": "tidemark-positions/1", "stream": "s", "shards": [{"shard": "a", "position": "AFTER_SEQUENCE_NUMBER:x"}]}`:   "shard a: position",
+		// An open shard stored at SHARD_END would be completed unread; a
+		// COMPLETED one short of its end would let its children be read
+		// before the rest of it (both were imported).
+		`{"format": "tidemark-positions/1", "stream": "s", "shards": [{"shard": "a", "state": "ACTIVE", "position": "SHARD_END"}]}`:                  "shard a: position SHARD_END with state ACTIVE",
+		`{"format": "tidemark-positions/1", "stream": "s", "shards": [{"shard": "a", "state": "COMPLETED", "position": "AFTER_SEQUENCE_NUMBER:5"}]}`: "shard a: state COMPLETED at AFTER_SEQUENCE_NUMBER:5",
+		// A value a decoder refuses names where it is (it named nothing).
+		`{"format": "tidemark-positions/1", "stream": "s", "shards": [{"shard": "a", "state": "ACTIVE"}, {"shard": "b", "state": "ACTIV"}]}`: `shards[1] (shard "b")`,
+		`{"format": "tidemark-positions/1", "stream": "s", "exported_at": "yesterday", "shards": []}`:                                        "field exported_at",
 	} {
 		if err := os.WriteFile(bad, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
@@ -529,7 +537,10 @@ func TestImportKCLPlansEveryCheckpoint(t *testing.T) {
 		errorSay string
 	}{
 		{name: "a whole record", items: []map[string]ddbtypes.AttributeValue{lease(s0, plain, "0"), lease(s1, "TRIM_HORIZON", "0")}, want0: "AFTER_SEQUENCE_NUMBER:" + plain, want1: "TRIM_HORIZON"},
-		{name: "the last user record of an aggregate", items: []map[string]ddbtypes.AttributeValue{lease(s0, agg, "2"), lease(s1, "SHARD_END", "0")}, want0: "AFTER_SEQUENCE_NUMBER:" + agg, want1: "SHARD_END"},
+		{name: "the last user record of an aggregate", items: []map[string]ddbtypes.AttributeValue{lease(s0, agg, "2"), lease(s1, "TRIM_HORIZON", "0")}, want0: "AFTER_SEQUENCE_NUMBER:" + agg, want1: "TRIM_HORIZON"},
+		// Stored COMPLETED, an open shard's records would never be read
+		// (and every Loader then stopped for a lineage of another stream).
+		{name: "SHARD_END of a shard Kinesis lists open", items: []map[string]ddbtypes.AttributeValue{lease(s0, plain, "0"), lease(s1, "SHARD_END", "0")}, errorSay: s1 + " (lease " + s1 + ") are checkpointed at SHARD_END, but Kinesis lists them open"},
 		{name: "inside an aggregate", items: []map[string]ddbtypes.AttributeValue{lease(s0, agg, "1"), lease(s1, high, "0")}, want0: "AT_SEQUENCE_NUMBER:" + agg, warning: "first 2 user records are delivered again", want1: "AFTER_SEQUENCE_NUMBER:" + high},
 		{name: "LATEST", items: []map[string]ddbtypes.AttributeValue{lease(s0, "LATEST", "0"), lease(s1, "LATEST", "0")}, want0: "AFTER_SEQUENCE_NUMBER:" + agg, warning: "were at LATEST", want1: "AFTER_SEQUENCE_NUMBER:" + high},
 		{name: "AT_TIMESTAMP without the time", items: []map[string]ddbtypes.AttributeValue{lease(s0, "AT_TIMESTAMP", "0"), lease(s1, "TRIM_HORIZON", "0")}, errorSay: "shard(s) " + s0 + " are at AT_TIMESTAMP"},

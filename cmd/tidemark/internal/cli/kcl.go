@@ -479,7 +479,7 @@ func planKCL(ctx context.Context, kc scan.Client, plan *KCLPlan, leases []kclLea
 	}
 	entries := map[string]*entry{}
 	var latest, atTime, noCheckpoint []string
-	var mismatched []string
+	var mismatched, openEnded []string
 	for _, l := range leases {
 		formats[l.Format] = true
 		if l.StreamEpoch >= 0 && l.StreamEpoch != plan.Identity.Created.Unix() {
@@ -501,6 +501,8 @@ func planKCL(ctx context.Context, kc scan.Client, plan *KCLPlan, leases []kclLea
 			e.p.State, e.p.Position = kinesisload.StateCompleted, scan.ShardEnd()
 			if !isListed {
 				e.row.Note = "completed; Kinesis no longer lists it"
+			} else if sh.SequenceNumberRange == nil || sh.SequenceNumberRange.EndingSequenceNumber == nil {
+				openEnded = append(openEnded, fmt.Sprintf("%s (lease %s)", l.Shard, l.Key))
 			}
 		case !isListed:
 			plan.Skipped[l.Shard] = fmt.Sprintf("lease %s checkpointed at %s, but Kinesis no longer lists the shard: its records expired before they were all read; nothing to import", l.Key, l.Checkpoint)
@@ -549,6 +551,11 @@ func planKCL(ctx context.Context, kc scan.Client, plan *KCLPlan, leases []kclLea
 	if len(mismatched) > 0 {
 		return fmt.Errorf("the multi-stream lease(s) %s are of an earlier stream of the name: stream %s is %s (created at epoch %d); import refused",
 			strings.Join(mismatched, ", "), plan.Stream, plan.Identity, plan.Identity.Created.Unix())
+	}
+	if len(openEnded) > 0 {
+		slices.Sort(openEnded)
+		return fmt.Errorf("shard(s) %s are checkpointed at SHARD_END, but Kinesis lists them open: the leases are not of this stream (one of an earlier stream of the name?) or were edited; stored COMPLETED, their records would never be read; import refused",
+			strings.Join(openEnded, ", "))
 	}
 	if len(noCheckpoint) > 0 && a.initialPosition == "" {
 		return fmt.Errorf("vmware-go-kcl lease(s) of shard(s) %s have no checkpoint: they start at the application's InitialPositionInStream, which the table does not hold: give --initial-position (TRIM_HORIZON, LATEST, or AT_TIMESTAMP with --at-timestamp)", strings.Join(noCheckpoint, ", "))

@@ -66,6 +66,9 @@ func (e *Export) progress(file string) ([]kinesisload.ShardProgress, error) {
 			}
 			p.Position = pos
 		}
+		if err := kinesisload.CheckRestore(p); err != nil {
+			return nil, fmt.Errorf("%s: shard %s: %w", file, sh.Shard, err)
+		}
 		out = append(out, p)
 	}
 	return out, nil
@@ -90,6 +93,9 @@ func readExport(file string) (*Export, error) {
 		case errors.As(err, &te):
 			return nil, fmt.Errorf("%s: field %s at offset %d: %w", file, te.Field, te.Offset, err)
 		}
+		if where := locateExportError(b); where != "" {
+			return nil, fmt.Errorf("%s: %s: %w", file, where, err)
+		}
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	switch {
@@ -102,6 +108,37 @@ func readExport(file string) (*Export, error) {
 		return nil, err
 	}
 	return &e, nil
+}
+
+// locateExportError names the field of an export file whose value its
+// decoder refused (a shard's state, the export's time), which the JSON
+// decoder's error does not: "exported_at", or the shard's index and ID.
+// It returns "" when it finds none.
+func locateExportError(b []byte) string {
+	var loose struct {
+		ExportedAt json.RawMessage   `json:"exported_at"`
+		Shards     []json.RawMessage `json:"shards"`
+	}
+	if json.Unmarshal(b, &loose) != nil {
+		return ""
+	}
+	if len(loose.ExportedAt) > 0 {
+		var t time.Time
+		if json.Unmarshal(loose.ExportedAt, &t) != nil {
+			return "field exported_at"
+		}
+	}
+	for i, raw := range loose.Shards {
+		var sh ExportShard
+		if json.Unmarshal(raw, &sh) != nil {
+			var id struct {
+				Shard string `json:"shard"`
+			}
+			_ = json.Unmarshal(raw, &id)
+			return fmt.Sprintf("shards[%d] (shard %q)", i, id.Shard)
+		}
+	}
+	return ""
 }
 
 // exportOf makes the export of a stream's view.
