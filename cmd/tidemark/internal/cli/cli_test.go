@@ -606,3 +606,36 @@ func TestImportKCLRefusesWhileWorkersRun(t *testing.T) {
 		t.Error("the refused import wrote a journal")
 	}
 }
+
+// rewind --to TIME refuses to move a shard forward past records it has
+// not read (a shard behind, as one stuck on a failing Sink is): the
+// operator asked to read again since TIME, and those records would never
+// be read. It said "rewound" and moved the shard on. With --forward it
+// does so on purpose, and says so.
+func TestRewindToATimeRefusesToPassOverRecordsNotRead(t *testing.T) {
+	w := newWorld(t)
+	kinesistest.NewStream(t, w.fake, "s", 1)
+	r1 := w.put("s", true, []byte("r1"))
+	w.clock.Advance(30 * time.Minute)
+	w.put("s", true, []byte("r2")) // not read, arrived before the time
+	w.clock.Advance(30 * time.Minute)
+	w.put("s", true, []byte("r3"))
+	w.clock.Advance(time.Minute)
+	const shard = "shardId-000000000000"
+	dir := journalWith(t, "s", kinesisload.ShardProgress{ShardID: shard, State: kinesisload.StateActive, Position: scan.AfterSequence(r1)})
+	at := t0.Add(45 * time.Minute).Format(time.RFC3339)
+	code, _, errOut := w.run("rewind", "--dir", dir, "--stream", "s", "--to", at)
+	if code != ExitFailed || !strings.Contains(errOut, shard) || !strings.Contains(errOut, "forward, past records not read yet") {
+		t.Fatalf("rewind --to %s of a shard behind it = %d, %q; want 1 naming the shard it would move forward", at, code, errOut)
+	}
+	if p, _ := loadJournal(t, dir, "s"); !p[shard].Position.Equal(scan.AfterSequence(r1)) {
+		t.Fatalf("the refused rewind moved %s to %v", shard, p[shard].Position)
+	}
+	code, out, errOut := w.run("rewind", "--dir", dir, "--stream", "s", "--to", at, "--forward")
+	if code != ExitOK || !strings.Contains(out, "warning: --to") {
+		t.Fatalf("rewind --forward = %d, %q, %q; want 0 with a warning", code, out, errOut)
+	}
+	if p, _ := loadJournal(t, dir, "s"); p[shard].Position.Kind != scan.KindAtTimestamp {
+		t.Errorf("after rewind --forward %s is at %v, want AT_TIMESTAMP", shard, p[shard].Position)
+	}
+}

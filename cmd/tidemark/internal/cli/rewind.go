@@ -41,6 +41,7 @@ func rewindCmd(ctx context.Context, env Env, args []string, stdout, stderr io.Wr
 	by := fs.String("by", "", "who makes the rewind, recorded with it (default user@host)")
 	reason := fs.String("reason", "", "a note recorded with the rewind")
 	dry := fs.Bool("dry-run", false, "print what would move, write nothing")
+	forward := fs.Bool("forward", false, "with --to TIME, move shards forward past records not read yet, which are then never read (refused without it)")
 	err := parse(fs, args, 0)
 	if err == nil {
 		err = checkTarget(&o, true)
@@ -55,7 +56,7 @@ func rewindCmd(ctx context.Context, env Env, args []string, stdout, stderr io.Wr
 	if who == "" {
 		who = env.Who()
 	}
-	rep, err := rewind(ctx, env, &o, rewindArgs{to: *to, from: *from, shards: splitList(*shards), by: who, reason: *reason, dry: *dry})
+	rep, err := rewind(ctx, env, &o, rewindArgs{to: *to, from: *from, shards: splitList(*shards), by: who, reason: *reason, dry: *dry, forward: *forward})
 	if rep != nil {
 		if o.JSON {
 			if perr := printJSON(stdout, rep); perr != nil && err == nil {
@@ -69,10 +70,10 @@ func rewindCmd(ctx context.Context, env Env, args []string, stdout, stderr io.Wr
 }
 
 type rewindArgs struct {
-	to, from   string
-	shards     []string
-	by, reason string
-	dry        bool
+	to, from     string
+	shards       []string
+	by, reason   string
+	dry, forward bool
 }
 
 // rewind moves the positions; a report of what it did comes back even
@@ -188,6 +189,13 @@ func rewind(ctx context.Context, env Env, o *Options, a rewindArgs) (*RewindRepo
 		for _, id := range ids {
 			target[id] = where
 		}
+		if where.Kind == scan.KindAtTimestamp {
+			warnings, err := checkNotForward(ctx, env, o, v, ids, where.Timestamp, a.forward)
+			if err != nil {
+				return nil, err
+			}
+			rep.Warnings = append(rep.Warnings, warnings...)
+		}
 	}
 	if len(target) == 0 {
 		return rep, errors.New("no shard to rewind")
@@ -214,6 +222,42 @@ func rewind(ctx context.Context, env Env, o *Options, a rewindArgs) (*RewindRepo
 		return nil, err
 	}
 	return rep, err
+}
+
+// checkNotForward refuses a rewind of ids to time at when it would move a
+// shard forward past records not read yet, which would never be read (a
+// shard behind, stuck on a failing Sink, or a child still waiting at
+// TRIM_HORIZON): the shard's oldest record after its stored position
+// arrived before at. With forward it says so in warnings instead.
+func checkNotForward(ctx context.Context, env Env, o *Options, v streamView, ids []string, at time.Time, forward bool) ([]string, error) {
+	kc, err := env.Kinesis(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	var passed, warnings []string
+	for _, id := range ids {
+		p := v.Shards[id].Progress.Position
+		if p.Kind == 0 || p.Kind == scan.KindLatest || p.Kind == scan.KindShardEnd {
+			continue
+		}
+		lag := measureLag(ctx, kc, o.Stream, id, p, env.Now())
+		switch {
+		case lag.Error != "":
+			warnings = append(warnings, fmt.Sprintf("shard %s: could not tell whether records after its position %v, not read yet, arrived before %s, which the rewind would pass over: %s",
+				id, p, at.Format(time.RFC3339Nano), lag.Error))
+		case lag.OldestUnread != nil && lag.OldestUnread.Before(at):
+			passed = append(passed, fmt.Sprintf("%s (at %v; its oldest record not read yet arrived at %s)", id, p, lag.OldestUnread.Format(time.RFC3339Nano)))
+		}
+	}
+	if len(passed) == 0 {
+		return warnings, nil
+	}
+	msg := fmt.Sprintf("--to %s moves shard(s) %s forward, past records not read yet, which would never be read",
+		at.Format(time.RFC3339Nano), strings.Join(passed, ", "))
+	if forward {
+		return append(warnings, msg+" (--forward)"), nil
+	}
+	return nil, errors.New(msg + ": rewind them to an earlier time, leave them out with --shards, or give --forward to skip those records on purpose")
 }
 
 // parseWhere reads --to: a time, TRIM_HORIZON, now, or a position.
