@@ -253,14 +253,7 @@ func TestJoinRefusesAMissingIdentityAndInitItemOfAFleetThatRead(t *testing.T) {
 	w := newWorld(t, fleet.Config{})
 	ctx := context.Background()
 	a := w.host("a")
-	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
-		if err := st.SetIdentity(ctx, "s", kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start}); err != nil {
-			return err
-		}
-		return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: "x", State: kinesisload.StateActive, Position: scan.TrimHorizon()}})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	initialiseIdentifiedWithX(t, a)
 	if _, err := a.m.Acquire(ctx, []string{"x"}); err != nil {
 		t.Fatal(err)
 	}
@@ -825,6 +818,20 @@ func initialiseIdentified(t *testing.T, h *host) {
 	}
 }
 
+// initialiseIdentifiedWithX initialises stream "s" through h with an
+// identity and one shard, x, at TRIM_HORIZON.
+func initialiseIdentifiedWithX(t *testing.T, h *host) {
+	t.Helper()
+	if err := h.m.Initialise(context.Background(), func(ctx context.Context, st kinesisload.PositionStore) error {
+		if err := st.SetIdentity(ctx, "s", kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start}); err != nil {
+			return err
+		}
+		return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: "x", State: kinesisload.StateActive, Position: scan.TrimHorizon()}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // joinFresh joins stream "s" as a new host, c, and returns Join's error
 // (a Join that succeeds is left at once).
 func joinFresh(t *testing.T, w *world) error {
@@ -1247,14 +1254,7 @@ func TestAReleaseWritesAgainTheItemOfItsShardDeletedByHand(t *testing.T) {
 	w := newWorld(t, fleet.Config{})
 	ctx := context.Background()
 	a := w.host("a")
-	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
-		if err := st.SetIdentity(ctx, "s", kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start}); err != nil {
-			return err
-		}
-		return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: "x", State: kinesisload.StateActive, Position: scan.TrimHorizon()}})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	initialiseIdentifiedWithX(t, a)
 	ls := w.acquire(a, "x")
 	reached := scan.AfterSequence("4200")
 	if err := ls.Commit(ctx, kinesisload.ShardProgress{ShardID: "x", Position: reached}); err != nil {
@@ -1463,14 +1463,7 @@ func TestJoinRefusesAMissingIdentityWhenOnlyAHostsPositionsShowTheRead(t *testin
 	w := newWorld(t, fleet.Config{})
 	ctx := context.Background()
 	a := w.host("a")
-	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
-		if err := st.SetIdentity(ctx, "s", kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start}); err != nil {
-			return err
-		}
-		return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: "x", State: kinesisload.StateActive, Position: scan.TrimHorizon()}})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	initialiseIdentifiedWithX(t, a)
 	l := w.acquire(a, "x")
 	if err := l.Commit(ctx, kinesisload.ShardProgress{ShardID: "x", Position: scan.AfterSequence("42")}); err != nil {
 		t.Fatal(err)
