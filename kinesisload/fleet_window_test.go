@@ -2,6 +2,7 @@ package kinesisload_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -230,4 +231,54 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// dupFenced is txMultiHost whose refusals name each fenced shard twice
+// (a Sink that appends a shard once per check that failed).
+type dupFenced struct{ txMultiHost }
+
+func (h dupFenced) DeliverMulti(ctx context.Context, bs []kinesisload.Batch) error {
+	err := h.txMultiHost.DeliverMulti(ctx, bs)
+	if sf, ok := errors.AsType[*kinesisload.ShardsFencedError](err); ok {
+		dup := &kinesisload.ShardsFencedError{Stream: sf.Stream, Err: sf.Err}
+		for _, id := range sf.Shards {
+			dup.Shards = append(dup.Shards, id, id)
+		}
+		return dup
+	}
+	return err
+}
+
+// A MultiSink's refusal that names a fenced shard twice drops the shard
+// from the window once, and the others are delivered: the windower looked
+// for the shard again after dropping it, and panicked (the host process
+// with it). Found by a review.
+func TestFleetMultiSinkRefusalNamingAShardTwiceDropsItOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 2)
+		sink := newTxSink()
+		if _, err := sink.mem.Store(context.Background(), kinesisload.Batch{Stream: "orders", ShardID: txShard0, Checkpoint: scan.TrimHorizon(), Epoch: 1 << 62}); err != nil {
+			t.Fatal(err)
+		}
+		all := r.putBatch(20)
+		inShard0 := recordsOf(t, r, txShard0)
+		var inShard1 []string
+		for _, d := range all {
+			if !slices.Contains(inShard0, d) {
+				inShard1 = append(inShard1, d)
+			}
+		}
+		r.hostConfig = func(host string, c *kinesisload.Config) {
+			c.Sink = dupFenced{txMultiHost{txHost: txHost{s: sink, host: host}, calls: &callRecord{}}}
+			c.MaxBatchRecords, c.MaxBatchWait = len(all), time.Hour
+		}
+		r.start("a")
+		sink.waitStored(t, inShard1)
+		select {
+		case err := <-r.done["a"]:
+			t.Fatalf("host a's Run returned %v after the sink fenced one shard", err)
+		default:
+		}
+		r.close("a")
+	})
 }

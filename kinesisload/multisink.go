@@ -125,7 +125,9 @@ func fencedShards(batches []Batch, err error) (fenced []string, ok bool) {
 			return nil, false
 		}
 	}
-	return sf.Shards, true
+	// Each once: a shard named twice was dropped from the window, then
+	// looked for again (the windower panicked).
+	return slices.Compact(slices.Sorted(slices.Values(sf.Shards))), true
 }
 
 // deliverMultiSafely calls the Sink's DeliverMulti and turns a panic into
