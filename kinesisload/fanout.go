@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/tidemark/tidemark/internal/kerr"
 	"github.com/tidemark/tidemark/scan"
@@ -392,13 +393,17 @@ func (r *fanoutReader) ended(ctx context.Context, st *fanoutState, err error) er
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if _, gone := errors.AsType[*types.ResourceNotFoundException](err); gone && r.consumerGone != nil {
-		// The consumer (or the stream) is gone: the next subscription
-		// finds out which (see subscribe).
-		return nil
-	}
+	// The consumer (or the stream) gone: the next subscription finds out
+	// which (see subscribe). Counted and backed off as any failure, so
+	// that KinesisMaxAttempts bounds it.
+	_, gone := errors.AsType[*types.ResourceNotFoundException](err)
+	gone = gone && r.consumerGone != nil
 	_, inUse := errors.AsType[*types.ResourceInUseException](err)
-	if !inUse && !kerr.IsRetryable(err) && !kerr.IsThrottled(err) && !errors.Is(err, kerr.ErrOddAnswer) {
+	// An error the service did not send (no API error code) ended the
+	// subscription's connection: an HTTP/2 GOAWAY as a server drains it,
+	// a stream reset. The subscription was made; a new one is too.
+	_, fromService := errors.AsType[smithy.APIError](err)
+	if !gone && !inUse && fromService && !kerr.IsRetryable(err) && !kerr.IsThrottled(err) && !errors.Is(err, kerr.ErrOddAnswer) {
 		return r.errorf("SubscribeToShard", "the subscription ended: %w", err)
 	}
 	st.failures++

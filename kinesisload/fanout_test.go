@@ -250,6 +250,12 @@ func TestFanOutSubscribeFailures(t *testing.T) {
 		{"in use", kinesistest.Fault{Op: kinesistest.OpSubscribeToShard, Nth: 1, Err: &types.ResourceInUseException{Message: aws.String("in use")}}},
 		{"internal failure", kinesistest.Fault{Op: kinesistest.OpSubscribeToShard, Nth: 1, Err: &types.InternalFailureException{Message: aws.String("oops")}}},
 		{"stream ends with an error", kinesistest.Fault{Op: kinesistest.OpSubscribeToShardEvent, Nth: 2, Err: &types.InternalFailureException{Message: aws.String("oops")}}},
+		// The connection ends under the subscription, as Go's HTTP/2
+		// client reports a server's GOAWAY (no error code of the
+		// service, not a net.Error): Run stopped on it. Found by a
+		// review.
+		{"connection drained (GOAWAY)", kinesistest.Fault{Op: kinesistest.OpSubscribeToShardEvent, Nth: 2,
+			Err: fmt.Errorf("decode event: %w", errors.New(`http2: server sent GOAWAY and closed the connection; LastStreamID=1, ErrCode=NO_ERROR, debug=""`))}},
 	}
 	for _, tt := range transient {
 		t.Run(tt.name, func(t *testing.T) {
@@ -296,6 +302,25 @@ func TestFanOutSubscribeFailures(t *testing.T) {
 				t.Errorf("Run = %v, want it to wrap the AccessDeniedException", err)
 			}
 		})
+	}
+}
+
+// A subscription that ends with ResourceNotFound every time (the consumer
+// or the stream gone, though SubscribeToShard succeeds) counts towards
+// KinesisMaxAttempts: it was retried at once and without limit, and Run
+// never stopped. Found by a review.
+func TestFanOutSubscriptionsEndingNotFoundAreBoundedByMaxAttempts(t *testing.T) {
+	s := newFakeStream(t, 1)
+	s.put(shard0, "a")
+	s.f.Inject(kinesistest.Fault{Op: kinesistest.OpSubscribeToShardEvent, Shard: shard0,
+		Err: &types.ResourceNotFoundException{Message: aws.String("injected")}})
+	cfg := fanOutConfig(s, newRecorder())
+	cfg.KinesisMaxAttempts = 3
+	r := start(t, context.Background(), cfg, WithClient(s.f), WithStore(memStore(t, journal.NewMemory())))
+	err := r.wait(t)
+	var re *RunError
+	if !errors.As(err, &re) || re.Op != "SubscribeToShard" || re.Shard != shard0 {
+		t.Fatalf("Run = %v, want a *RunError naming %s and SubscribeToShard", err, shard0)
 	}
 }
 
