@@ -34,6 +34,9 @@ import (
 // token of the newest lease, which refuses a host that lost the lease;
 // position_epoch is the Batch.Epoch of the batch that stored the position,
 // which tells a new owner's overlap from a bug (see [Sink.DeliverMulti]).
+// replay_until is, after an operator's rewind ([Sink.RewindCheckpoint]),
+// the checkpoint the rewind set back: the records up to it are stored
+// already, and are delivered again; "" otherwise.
 const Schema = `
 CREATE TABLE IF NOT EXISTS tidemark_records (
 	stream        text        NOT NULL,
@@ -52,6 +55,7 @@ CREATE TABLE IF NOT EXISTS tidemark_checkpoints (
 	position       text        NOT NULL,
 	epoch          bigint      NOT NULL DEFAULT 0,
 	position_epoch bigint      NOT NULL DEFAULT 0,
+	replay_until   text        NOT NULL DEFAULT '',
 	updated_at     timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (stream, shard)
 );`
@@ -67,7 +71,8 @@ CREATE TABLE IF NOT EXISTS tidemark_checkpoints (
 const Upgrade = `
 ALTER TABLE tidemark_records ADD COLUMN IF NOT EXISTS subseq bigint NOT NULL DEFAULT 0;
 ALTER TABLE tidemark_checkpoints ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0;
-ALTER TABLE tidemark_checkpoints ADD COLUMN IF NOT EXISTS position_epoch bigint NOT NULL DEFAULT 0;`
+ALTER TABLE tidemark_checkpoints ADD COLUMN IF NOT EXISTS position_epoch bigint NOT NULL DEFAULT 0;
+ALTER TABLE tidemark_checkpoints ADD COLUMN IF NOT EXISTS replay_until text NOT NULL DEFAULT '';`
 
 // schemaLock is the key of the transaction-level advisory lock that
 // serialises the DDL of CreateSchema between processes: two concurrent
@@ -135,12 +140,13 @@ func CreateSchema(ctx context.Context, db *pgxpool.Pool) error {
 type schemaState struct {
 	records, checkpoints      bool // the tables exist
 	subseq, epoch, positionEp bool // the columns of later versions exist
+	replayUntil               bool
 	key                       []string
 	keyName                   string
 }
 
 func (s schemaState) upToDate() bool {
-	return s.records && s.checkpoints && s.subseq && s.epoch && s.positionEp &&
+	return s.records && s.checkpoints && s.subseq && s.epoch && s.positionEp && s.replayUntil &&
 		strings.Join(s.key, ", ") == "stream, shard, seq, subseq"
 }
 
@@ -154,13 +160,14 @@ func readSchema(ctx context.Context, q interface {
 			EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('tidemark_records') AND attname = 'subseq' AND NOT attisdropped),
 			EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('tidemark_checkpoints') AND attname = 'epoch' AND NOT attisdropped),
 			EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('tidemark_checkpoints') AND attname = 'position_epoch' AND NOT attisdropped),
+			EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('tidemark_checkpoints') AND attname = 'replay_until' AND NOT attisdropped),
 			COALESCE((SELECT c.conname::text FROM pg_constraint c WHERE c.conrelid = to_regclass('tidemark_records') AND c.contype = 'p'), ''),
 			COALESCE((SELECT array_agg(a.attname::text ORDER BY k.ord)
 				FROM pg_constraint c
 				CROSS JOIN LATERAL unnest(c.conkey) WITH ORDINALITY AS k(attnum, ord)
 				JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum
 				WHERE c.conrelid = to_regclass('tidemark_records') AND c.contype = 'p'), '{}')`).
-		Scan(&s.records, &s.checkpoints, &s.subseq, &s.epoch, &s.positionEp, &s.keyName, &s.key)
+		Scan(&s.records, &s.checkpoints, &s.subseq, &s.epoch, &s.positionEp, &s.replayUntil, &s.keyName, &s.key)
 	return s, err
 }
 
@@ -203,6 +210,7 @@ func createSchema(ctx context.Context, db *pgxpool.Pool) error {
 		{s.subseq || !s.records, "ALTER TABLE tidemark_records ADD COLUMN IF NOT EXISTS subseq bigint NOT NULL DEFAULT 0"},
 		{s.epoch || !s.checkpoints, "ALTER TABLE tidemark_checkpoints ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0"},
 		{s.positionEp || !s.checkpoints, "ALTER TABLE tidemark_checkpoints ADD COLUMN IF NOT EXISTS position_epoch bigint NOT NULL DEFAULT 0"},
+		{s.replayUntil || !s.checkpoints, "ALTER TABLE tidemark_checkpoints ADD COLUMN IF NOT EXISTS replay_until text NOT NULL DEFAULT ''"},
 	} {
 		if !u.ok {
 			upgrades = append(upgrades, u.stmt)

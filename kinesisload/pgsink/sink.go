@@ -265,8 +265,10 @@ func (s *Sink) DeliverMulti(ctx context.Context, batches []kinesisload.Batch) (e
 		fenced    []string
 		fenceErrs []error
 		copyRows  [][]any
+		again     []kinesisload.Batch // records a rewind delivers again: stored unless there
 		store     []kinesisload.Batch // their checkpoints are stored
 		raise     []kinesisload.Batch // (a) with a higher epoch: the fence moves
+		replayed  []kinesisload.Batch // their checkpoints pass the rewound one
 	)
 	for i, b := range bs {
 		row := rows[i]
@@ -294,6 +296,18 @@ func (s *Sink) DeliverMulti(ctx context.Context, batches []kinesisload.Batch) (e
 				return kinesisload.Permanent(fmt.Errorf("shard %s: %w %v: first record %s", b.ShardID, ErrOverlap, prev, records[0].SequenceNumber))
 			}
 		}
+		if row.replayUntil.Kind != 0 {
+			// After a rewind: the records up to the checkpoint it set
+			// back are stored already, each once.
+			rest := after(records, row.replayUntil)
+			if n := len(records) - len(rest); n > 0 {
+				again = append(again, kinesisload.Batch{Stream: b.Stream, ShardID: b.ShardID, Records: records[:n]})
+			}
+			records = rest
+			if c, err := scan.Compare(b.Checkpoint, row.replayUntil); err == nil && c >= 0 || b.Checkpoint.Kind == scan.KindShardEnd {
+				replayed = append(replayed, b)
+			}
+		}
 		for _, r := range records {
 			copyRows = append(copyRows, []any{b.Stream, b.ShardID, r.SequenceNumber, r.SubSequenceNumber, r.PartitionKey, r.Data, r.ArrivalTime})
 		}
@@ -304,6 +318,11 @@ func (s *Sink) DeliverMulti(ctx context.Context, batches []kinesisload.Batch) (e
 	}
 	if len(store) == 0 && len(raise) == 0 {
 		return nil // every batch is stored already
+	}
+	for _, a := range again {
+		if err := storeAgain(ctx, tx, a.Stream, a.ShardID, a.Records); err != nil {
+			return err
+		}
 	}
 	if len(copyRows) > 0 {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"tidemark_records"}, recordColumns, pgx.CopyFromRows(copyRows)); err != nil {
@@ -320,7 +339,7 @@ func (s *Sink) DeliverMulti(ctx context.Context, batches []kinesisload.Batch) (e
 			}
 		}
 	}
-	if err := updateCheckpoints(ctx, tx, store, raise); err != nil {
+	if err := updateCheckpoints(ctx, tx, store, raise, replayed); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -342,6 +361,10 @@ type checkpointRow struct {
 	position      scan.Position
 	epoch         uint64 // the highest epoch delivered: the fence
 	positionEpoch uint64 // the epoch of the batch that stored position
+	// replayUntil is the checkpoint a rewind set back (a sequence
+	// position), while the checkpoint is short of it: the records up to
+	// it are stored already (Kind 0: none).
+	replayUntil scan.Position
 }
 
 // lockCheckpoints locks the checkpoint row of every batch's shard, in the
@@ -373,7 +396,7 @@ func lockCheckpoints(ctx context.Context, tx pgx.Tx, bs []kinesisload.Batch) ([]
 		return nil, err
 	}
 	locked, err := tx.Query(ctx, `
-		SELECT c.stream, c.shard, c.position, c.epoch, c.position_epoch FROM tidemark_checkpoints c
+		SELECT c.stream, c.shard, c.position, c.epoch, c.position_epoch, c.replay_until FROM tidemark_checkpoints c
 		JOIN unnest($1::text[], $2::text[]) AS t(s, h) ON c.stream = t.s AND c.shard = t.h
 		ORDER BY c.stream, c.shard
 		FOR UPDATE OF c`, streams, shards)
@@ -383,9 +406,9 @@ func lockCheckpoints(ctx context.Context, tx pgx.Tx, bs []kinesisload.Batch) ([]
 	byKey := map[[2]string]checkpointRow{}
 	for locked.Next() {
 		var k [2]string
-		var stored string
+		var stored, replay string
 		var epoch, positionEpoch int64
-		if err := locked.Scan(&k[0], &k[1], &stored, &epoch, &positionEpoch); err != nil {
+		if err := locked.Scan(&k[0], &k[1], &stored, &epoch, &positionEpoch, &replay); err != nil {
 			locked.Close()
 			return nil, err
 		}
@@ -398,7 +421,14 @@ func lockCheckpoints(ctx context.Context, tx pgx.Tx, bs []kinesisload.Batch) ([]
 			locked.Close()
 			return nil, kinesisload.Permanent(fmt.Errorf("shard %s: stored epochs %d (position_epoch %d): want 0 <= position_epoch <= epoch", k[1], epoch, positionEpoch))
 		}
-		byKey[k] = checkpointRow{found: !made[k], position: p, epoch: uint64(epoch), positionEpoch: uint64(positionEpoch)}
+		row := checkpointRow{found: !made[k], position: p, epoch: uint64(epoch), positionEpoch: uint64(positionEpoch)}
+		if replay != "" {
+			if row.replayUntil, err = scan.Parse(replay); err != nil || (row.replayUntil.Kind != scan.KindAfterSequence && row.replayUntil.Kind != scan.KindAtSequence) {
+				locked.Close()
+				return nil, kinesisload.Permanent(fmt.Errorf("shard %s: stored replay_until %q: want a sequence position (%v)", k[1], replay, err))
+			}
+		}
+		byKey[k] = row
 	}
 	if err := locked.Err(); err != nil {
 		return nil, err
@@ -418,7 +448,7 @@ func lockCheckpoints(ctx context.Context, tx pgx.Tx, bs []kinesisload.Batch) ([]
 // updateCheckpoints stores the checkpoint of every batch of store at its
 // epoch (both epochs), and raises the fence epoch of the shards of raise
 // to theirs.
-func updateCheckpoints(ctx context.Context, tx pgx.Tx, store, raise []kinesisload.Batch) error {
+func updateCheckpoints(ctx context.Context, tx pgx.Tx, store, raise, replayed []kinesisload.Batch) error {
 	if len(store) > 0 {
 		streams, shards, positions, epochs := columns(store)
 		if _, err := tx.Exec(ctx, `
@@ -437,7 +467,33 @@ func updateCheckpoints(ctx context.Context, tx pgx.Tx, store, raise []kinesisloa
 			return err
 		}
 	}
+	if len(replayed) > 0 {
+		streams, shards, _, _ := columns(replayed)
+		if _, err := tx.Exec(ctx, `
+			UPDATE tidemark_checkpoints c SET replay_until = ''
+			FROM unnest($1::text[], $2::text[]) AS t(s, h)
+			WHERE c.stream = t.s AND c.shard = t.h`, streams, shards); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// storeAgain stores the records a rewind delivers again that the table
+// lacks (b's, up to the rewound checkpoint): one it holds is left as it
+// is.
+func storeAgain(ctx context.Context, tx pgx.Tx, stream, shard string, records []kinesisload.Record) error {
+	n := len(records)
+	streams, shards, seqs, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	subs, datas, arrivals := make([]int64, n), make([][]byte, n), make([]time.Time, n)
+	for i, r := range records {
+		streams[i], shards[i], seqs[i], subs[i], keys[i], datas[i], arrivals[i] = stream, shard, r.SequenceNumber, int64(r.SubSequenceNumber), r.PartitionKey, r.Data, r.ArrivalTime
+	}
+	_, err := tx.Exec(ctx, `
+		INSERT INTO tidemark_records (stream, shard, seq, subseq, partition_key, data, arrival)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bytea[], $7::timestamptz[])
+		ON CONFLICT (stream, shard, seq, subseq) DO NOTHING`, streams, shards, seqs, subs, keys, datas, arrivals)
+	return err
 }
 
 // columns returns the streams, shards, checkpoints and epochs of bs, as

@@ -54,6 +54,30 @@ CREATE TABLE IF NOT EXISTS tidemark_checkpoints (
 	PRIMARY KEY (stream, shard)
 );`
 
+// schemaV3 is the schema before replay_until (a rewind's checkpoint set
+// back, RewindCheckpoint).
+const schemaV3 = `
+CREATE TABLE IF NOT EXISTS tidemark_records (
+	stream        text        NOT NULL,
+	shard         text        NOT NULL,
+	seq           text        NOT NULL,
+	subseq        bigint      NOT NULL DEFAULT 0,
+	partition_key text        NOT NULL,
+	data          bytea       NOT NULL,
+	arrival       timestamptz NOT NULL,
+	loaded_at     timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (stream, shard, seq, subseq)
+);
+CREATE TABLE IF NOT EXISTS tidemark_checkpoints (
+	stream         text        NOT NULL,
+	shard          text        NOT NULL,
+	position       text        NOT NULL,
+	epoch          bigint      NOT NULL DEFAULT 0,
+	position_epoch bigint      NOT NULL DEFAULT 0,
+	updated_at     timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (stream, shard)
+);`
+
 // oldDatabase returns a database whose tables were created by ddl (the
 // tables startPostgres created are dropped first), holding what an
 // earlier Sink stored of records 0 and 1 of shard0.
@@ -103,7 +127,7 @@ func primaryKey(t *testing.T, db *pgxpool.Pool, table string) string {
 // follows the old checkpoint, and a KPL aggregate gets one row per user
 // record.
 func TestSchemaUpgrade(t *testing.T) {
-	for _, tt := range []struct{ name, ddl string }{{"v1 without subseq and epoch", schemaV1}, {"v2 without epoch", schemaV2}} {
+	for _, tt := range []struct{ name, ddl string }{{"v1 without subseq and epoch", schemaV1}, {"v2 without epoch", schemaV2}, {"v3 without replay_until", schemaV3}} {
 		t.Run(tt.name, func(t *testing.T) {
 			db := oldDatabase(t, tt.ddl)
 			ctx := context.Background()
