@@ -74,7 +74,8 @@ type appendReq struct {
 // (wrapping [ErrCorrupt]). Open then makes what it read durable and starts
 // a new segment, so that nothing is ever appended after bytes whose
 // durability is unknown. A failed Open leaves an existing directory as it
-// was, and removes a directory it created. A directory that is already
+// was, and removes the directories it created while they are empty (never
+// when another Open holds the directory). A directory that is already
 // open, in this process or another, returns an error wrapping [ErrLocked].
 // cfg is validated first.
 func Open(dir string, cfg Config) (*FileJournal, error) {
@@ -88,8 +89,11 @@ func Open(dir string, cfg Config) (*FileJournal, error) {
 	}
 	j, err := openLocked(dir, cfg)
 	if err != nil {
-		if created != "" {
-			os.RemoveAll(created)
+		// Never after ErrLocked: the directory is another Open's, which
+		// may have found it made by us a moment ago (it deleted the
+		// winner's journal, acknowledged appends and all).
+		if created != "" && !errors.Is(err, ErrLocked) {
+			removeEmpty(dir, created)
 		}
 		return nil, err
 	}
@@ -759,11 +763,21 @@ func makeDir(dir string) (created string, err error) {
 	created = missing[len(missing)-1]
 	for _, d := range missing {
 		if err := syncDir(filepath.Dir(d)); err != nil {
-			os.RemoveAll(created)
+			removeEmpty(dir, created)
 			return "", err
 		}
 	}
 	return created, nil
+}
+
+// removeEmpty removes dir and its parents up to created, innermost first,
+// while they are empty: what another Open put there meanwhile stays.
+func removeEmpty(dir, created string) {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if os.Remove(d) != nil || d == created || filepath.Dir(d) == d {
+			return
+		}
+	}
 }
 
 // syncFile fsyncs the file at path.
