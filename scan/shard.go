@@ -207,10 +207,15 @@ func (s *shardScan) search(ctx context.Context, anchor record) (record, error) {
 			break
 		}
 		hi, haveHi = t, true
-		if w == 0 {
+		switch g := grow(w); {
+		case w == 0:
 			w = s.cfg.InitialWindow
-		} else {
-			w = grow(w)
+		case g > w:
+			w = g
+		default:
+			// Grown to maxWindow, and the anchor is further back: the
+			// same probe again would find nothing again, for ever.
+			w = top.Sub(lo)
 		}
 		if w > top.Sub(lo) {
 			// The next window would reach past the anchor.
