@@ -49,6 +49,10 @@ var (
 	// by an incompatible program): no retry fixes it, and the Loader
 	// stops with it, naming the item and the attribute.
 	ErrBadItem = errors.New("dynamo: an item of the table cannot be decoded")
+	// ErrTableUnusable is wrapped when the table exists in a status it
+	// does not leave by itself (its KMS key inaccessible, archived, being
+	// deleted); the [*TableError] names the status.
+	ErrTableUnusable = errors.New("dynamo: the table cannot be used in its status")
 )
 
 // TableError is an error no retry fixes: the table is missing, has
@@ -440,7 +444,12 @@ func (t *Table) SetEntry(ctx context.Context, partition, key, field, entry, old,
 			return t.decode(out.Attributes)
 		}
 		var ae smithy.APIError
-		if attempt == 0 && errors.As(err, &ae) && ae.ErrorCode() == "ValidationException" && strings.Contains(ae.ErrorMessage(), "document path") {
+		if errors.As(err, &ae) && ae.ErrorCode() == "ValidationException" && strings.Contains(ae.ErrorMessage(), "document path") {
+			if attempt > 0 {
+				// The attribute exists, and is no map (edited by hand).
+				return fleet.Item{}, &TableError{Table: t.name, Op: "UpdateItem", Permission: permission("UpdateItem"), Kind: ErrBadItem,
+					Err: fmt.Errorf("item %s/%s: attribute %s: not a map (%w)", partition, key, field, err)}
+			}
 			// The map attribute (or the item) does not exist: create it
 			// empty, and set the entry again.
 			if err := t.createMap(ctx, partition, key, field); err != nil {
@@ -510,10 +519,17 @@ func (t *Table) Ensure(ctx context.Context, create bool) error {
 			if err := checkSchema(out.Table); err != nil {
 				return &TableError{Table: t.name, Op: "DescribeTable", Permission: permission("DescribeTable"), Kind: ErrTableSchema, Err: err}
 			}
-			if out.Table.TableStatus == types.TableStatusActive || out.Table.TableStatus == types.TableStatusUpdating {
+			switch st := out.Table.TableStatus; st {
+			case types.TableStatusActive, types.TableStatusUpdating:
 				return nil
+			case types.TableStatusCreating:
+				// Wait.
+			default:
+				// INACCESSIBLE_ENCRYPTION_CREDENTIALS, ARCHIVING,
+				// ARCHIVED, DELETING: waiting would be for ever.
+				return &TableError{Table: t.name, Op: "DescribeTable", Permission: permission("DescribeTable"), Kind: ErrTableUnusable,
+					Err: fmt.Errorf("its status is %s (an inaccessible KMS key, an archive or a deletion): make it ACTIVE again", st)}
 			}
-			// CREATING: wait.
 		case errors.As(err, &rnf):
 			if !create {
 				return &TableError{Table: t.name, Op: "DescribeTable", Permission: permission("CreateTable"), Kind: ErrTableMissing}
