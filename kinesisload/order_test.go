@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/journal"
+	"github.com/tidemark/tidemark/kinesisload/kinesistest"
 	"github.com/tidemark/tidemark/scan"
 )
 
@@ -141,4 +142,49 @@ func TestNewRefusesEmptyOutOfOrderShard(t *testing.T) {
 	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "OutOfOrderShards[0]") {
 		t.Fatalf("New = %v, want ErrInvalidConfig naming OutOfOrderShards[0]", err)
 	}
+}
+
+// A SHARD_END selection of a parent that has since expired (retention:
+// Kinesis no longer lists it) is kept at the next start: the check that
+// SHARD_END names a closed shard took the unlisted shard for an open one,
+// and every later Run stopped with ErrInvalidConfig. Found by a review.
+func TestShardEndSelectionOfAParentThatExpiredIsKept(t *testing.T) {
+	clock := kinesistest.NewManualClock(time.Now())
+	s := newFakeStream(t, 1, kinesistest.WithClock(clock), kinesistest.WithRetention(time.Hour))
+	s.put(shard0, "p")
+	s.split(shard0)
+	children := s.openShards()
+	for _, c := range children {
+		s.put(c, "c1-"+c)
+	}
+	store := memStore(t, journal.NewMemory())
+	cfg := Config{Stream: s.name, StartPosition: scan.TrimHorizon(), Shards: map[string]scan.Position{shard0: scan.ShardEnd()}}
+	for run, prefix := range []string{"c1-", "c2-"} {
+		if run == 1 {
+			clock.Advance(2 * time.Hour) // shard 0 expires: no longer listed
+			for _, c := range children {
+				s.put(c, prefix+c)
+			}
+		}
+		rec := newRecorder()
+		cfg.Sink = rec
+		r := start(t, context.Background(), cfg, WithClient(s.f), WithStore(store))
+		rec.waitFor(t, prefix+children[0], prefix+children[1])
+		if err := r.stop(t); !errors.Is(err, ErrClosed) {
+			t.Fatalf("run %d: Run = %v, want ErrClosed", run+1, err)
+		}
+	}
+}
+
+// Run stopped for a tracked shard that is no longer listed names the shard
+// in its RunError (it said so only in the message). Found by a review.
+func TestAStopForAnExpiredShardNamesItInTheRunError(t *testing.T) {
+	s := newFakeStream(t, 1)
+	store := memStore(t, journal.NewMemory())
+	ghost := "shardId-000000000099"
+	if err := store.Save(context.Background(), s.name, []ShardProgress{{ShardID: ghost, State: StateActive, Position: scan.AfterSequence("42")}}); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, context.Background(), Config{Stream: s.name, Sink: newRecorder()}, WithClient(s.f), WithStore(store))
+	checkStop(t, r.wait(t), s.name, ghost, "Lineage", ErrLineage)
 }

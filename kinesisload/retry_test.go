@@ -278,7 +278,7 @@ func TestLoaderStopErrorsAreTyped(t *testing.T) {
 					panic(err)
 				}
 			},
-			class: ErrLineage, op: "Lineage", says: "shardId-000000000009",
+			class: ErrLineage, shard: "shardId-000000000009", op: "Lineage", says: "shardId-000000000009",
 		},
 		{
 			name: "a selected shard does not exist",

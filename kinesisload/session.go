@@ -414,7 +414,8 @@ func (s *session) checkSelection(t *topology) error {
 			return &RunError{Stream: stream, Shard: id, Op: "Config", Kind: ErrInvalidConfig,
 				Err: fmt.Errorf("%w: Shards[%s]: stream %s has no such shard", ErrInvalidConfig, id, stream)}
 		}
-		if l.cfg.Shards[id].Kind == scan.KindShardEnd && !t.nodes[id].closed {
+		// Not listed: it expired (retention), after it was closed.
+		if n := t.nodes[id]; l.cfg.Shards[id].Kind == scan.KindShardEnd && n.listed && !n.closed {
 			return &RunError{Stream: stream, Shard: id, Op: "Config", Kind: ErrInvalidConfig,
 				Err: fmt.Errorf("%w: Shards[%s] = SHARD_END: the shard is open in stream %s; SHARD_END skips only a closed shard", ErrInvalidConfig, id, stream)}
 		}
@@ -581,7 +582,11 @@ func (s *session) applyListing(ctx context.Context, t *topology, shards []types.
 func (s *session) observe(t *topology, shards []types.Shard) ([]ShardProgress, error) {
 	updates, err := t.observe(shards)
 	if err != nil {
-		return nil, stopError(t.stream, "", "Lineage", ErrLineage, err)
+		shard := ""
+		if se, ok := errors.AsType[*shardError](err); ok {
+			shard = se.shard
+		}
+		return nil, stopError(t.stream, shard, "Lineage", ErrLineage, err)
 	}
 	return updates, nil
 }

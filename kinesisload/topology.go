@@ -70,6 +70,16 @@ type topology struct {
 	resolving bool
 }
 
+// shardError is an error about one shard: the RunError that stops Run
+// with it names the shard.
+type shardError struct {
+	shard string
+	err   error
+}
+
+func (e *shardError) Error() string { return e.err.Error() }
+func (e *shardError) Unwrap() error { return e.err }
+
 func newTopology(stream string, start scan.Position, selected map[string]scan.Position, stored map[string]ShardProgress) *topology {
 	t := &topology{stream: stream, start: start, selected: selected, nodes: map[string]*node{}}
 	for id, p := range stored {
@@ -149,10 +159,10 @@ func (t *topology) observe(shards []types.Shard) ([]ShardProgress, error) {
 		// again under the name reuses the shard IDs). Skipping the shard
 		// would skip the new one's records.
 		if n := t.nodes[id]; n.listed && !n.closed && n.State == StateCompleted && t.tracked(id) {
-			return nil, fmt.Errorf("%w: stream %s: shard %s is COMPLETED (at %v) in the stored progress, but Kinesis lists it open: "+
+			return nil, &shardError{shard: id, err: fmt.Errorf("%w: stream %s: shard %s is COMPLETED (at %v) in the stored progress, but Kinesis lists it open: "+
 				"the progress belongs to another stream (was the stream deleted and created again under the same name, "+
 				"or the journal or the sink's checkpoints copied from another stream?); nothing of it was skipped",
-				ErrLineage, t.stream, id, n.Position)
+				ErrLineage, t.stream, id, n.Position)}
 		}
 	}
 	for id, n := range t.nodes {
@@ -160,8 +170,8 @@ func (t *topology) observe(shards []types.Shard) ([]ShardProgress, error) {
 		// position, that is gone before it was completed.
 		known := n.State != 0 || n.Position.Kind != 0
 		if !n.listed && known && n.State != StateCompleted && n.Position.Kind != scan.KindShardEnd && t.tracked(id) {
-			return nil, fmt.Errorf("%w: stream %s: shard %s is no longer listed but was %s at %v: its unread records have expired",
-				ErrLineage, t.stream, id, n.State, n.Position)
+			return nil, &shardError{shard: id, err: fmt.Errorf("%w: stream %s: shard %s is no longer listed but was %s at %v: its unread records have expired",
+				ErrLineage, t.stream, id, n.State, n.Position)}
 		}
 	}
 	// A listed shard known only by a position (a TransactionalSink's
