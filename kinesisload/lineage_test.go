@@ -312,7 +312,8 @@ func TestExplicitSelectionAndStaleEntries(t *testing.T) {
 }
 
 // A tracked shard that vanishes from ListShards before it was completed
-// stops the Loader with a lineage error naming it.
+// stops the Loader with a lineage error naming it, in its message and in
+// the RunError's Shard (which was empty: found by a review).
 func TestVanishedShardIsALineageError(t *testing.T) {
 	s := newFakeStream(t, 1)
 	store := memStore(t, journal.NewMemory())
@@ -325,6 +326,7 @@ func TestVanishedShardIsALineageError(t *testing.T) {
 	if !errors.Is(err, ErrLineage) || !strings.Contains(err.Error(), ghost) {
 		t.Fatalf("Run = %v, want ErrLineage naming %s", err, ghost)
 	}
+	checkStop(t, err, s.name, ghost, "Lineage", ErrLineage)
 }
 
 // A Sink that keeps refusing a batch stops the Loader after the retries,

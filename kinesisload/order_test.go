@@ -175,16 +175,3 @@ func TestShardEndSelectionOfAParentThatExpiredIsKept(t *testing.T) {
 		}
 	}
 }
-
-// Run stopped for a tracked shard that is no longer listed names the shard
-// in its RunError (it said so only in the message). Found by a review.
-func TestAStopForAnExpiredShardNamesItInTheRunError(t *testing.T) {
-	s := newFakeStream(t, 1)
-	store := memStore(t, journal.NewMemory())
-	ghost := "shardId-000000000099"
-	if err := store.Save(context.Background(), s.name, []ShardProgress{{ShardID: ghost, State: StateActive, Position: scan.AfterSequence("42")}}); err != nil {
-		t.Fatal(err)
-	}
-	r := start(t, context.Background(), Config{Stream: s.name, Sink: newRecorder()}, WithClient(s.f), WithStore(store))
-	checkStop(t, r.wait(t), s.name, ghost, "Lineage", ErrLineage)
-}

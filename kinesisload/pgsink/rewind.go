@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/scan"
@@ -39,15 +36,11 @@ func (s *Sink) RewindCheckpoint(ctx context.Context, stream, shard string, to sc
 	if epoch > math.MaxInt64 {
 		return kinesisload.Permanent(fmt.Errorf("epoch %d does not fit the epoch column (bigint)", epoch))
 	}
-	tx, err := s.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	tx, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // the first error is what matters
-	if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)`,
-		strconv.FormatInt(s.cfg.StatementTimeout.Milliseconds(), 10), strconv.FormatInt(s.cfg.IdleInTransactionTimeout.Milliseconds(), 10)); err != nil {
-		return err
-	}
 	rows, err := lockCheckpoints(ctx, tx, []kinesisload.Batch{b})
 	if err != nil {
 		return err

@@ -235,10 +235,7 @@ func (s *Sink) DeliverMulti(ctx context.Context, batches []kinesisload.Batch) (e
 			return kinesisload.Permanent(fmt.Errorf("shard %s: two batches of the shard in one window", b.ShardID))
 		}
 	}
-	// READ COMMITTED whatever the server's default: each statement sees
-	// what committed before it, so the SELECT after an INSERT that found
-	// a row created by a concurrent Deliver locks that row.
-	tx, err := s.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	tx, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -246,10 +243,6 @@ func (s *Sink) DeliverMulti(ctx context.Context, batches []kinesisload.Batch) (e
 	// the transaction (or pgx closes a connection whose ctx ended, which
 	// ends it on the server).
 	defer tx.Rollback(ctx) //nolint:errcheck // the first error is what matters
-	if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)`,
-		strconv.FormatInt(s.cfg.StatementTimeout.Milliseconds(), 10), strconv.FormatInt(s.cfg.IdleInTransactionTimeout.Milliseconds(), 10)); err != nil {
-		return err
-	}
 	rows, err := lockCheckpoints(ctx, tx, bs)
 	if err != nil {
 		return err
@@ -365,6 +358,23 @@ type checkpointRow struct {
 	// position), while the checkpoint is short of it: the records up to
 	// it are stored already (Kind 0: none).
 	replayUntil scan.Position
+}
+
+// begin starts a transaction of the Sink: READ COMMITTED whatever the
+// server's default (each statement sees what committed before it, so the
+// SELECT after an INSERT that found a row created by a concurrent
+// transaction locks that row), with the timeouts of [Config].
+func (s *Sink) begin(ctx context.Context) (pgx.Tx, error) {
+	tx, err := s.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)`,
+		strconv.FormatInt(s.cfg.StatementTimeout.Milliseconds(), 10), strconv.FormatInt(s.cfg.IdleInTransactionTimeout.Milliseconds(), 10)); err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, err
+	}
+	return tx, nil
 }
 
 // lockCheckpoints locks the checkpoint row of every batch's shard, in the
