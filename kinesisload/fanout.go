@@ -320,6 +320,7 @@ func (r *fanoutReader) read(ctx context.Context, st *fanoutState, sub kinesis.Su
 			continue // an event type this SDK does not know: nothing to read in it
 		}
 		st.failures = 0
+		received := time.Now() // monotonic: see page.asked
 		v := e.Value
 		held, err := r.hold(ctx, v.Records)
 		if err != nil {
@@ -349,7 +350,7 @@ func (r *fanoutReader) read(ctx context.Context, st *fanoutState, sub kinesis.Su
 			}
 		}
 		if len(v.Records) > 0 || end || r.cfg.tipPages && behind == 0 {
-			p := page{records: v.Records, millisBehind: behind, end: end, held: held}
+			p := page{records: v.Records, millisBehind: behind, end: end, held: held, asked: received}
 			if end {
 				p.children = v.ChildShards
 			}

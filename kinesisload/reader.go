@@ -142,6 +142,12 @@ type page struct {
 	// held is the page's share of the reader's buffer budget, which its
 	// receiver gives back once done with the records.
 	held int64
+	// asked is when the call that answered the page was made (a fan-out
+	// event: when it was received), on this host's monotonic clock (the
+	// order of two moments, whatever WithClock says): an empty page
+	// at the tip asked before Kinesis's clock passed Config.StopAt says
+	// nothing of what arrived since (the reader holds a page ahead).
+	asked time.Time
 }
 
 // reader reads one shard from a start position, in order, and hands the
@@ -290,7 +296,7 @@ func (r *reader) run(ctx context.Context, out chan<- page) error {
 			}
 			continue
 		}
-		res, held, err := r.getRecords(ctx, iter)
+		res, held, asked, err := r.getRecords(ctx, iter)
 		if err != nil {
 			if !kerr.IsExpiredIterator(err) || ctx.Err() != nil {
 				return err
@@ -340,7 +346,7 @@ func (r *reader) run(ctx context.Context, out chan<- page) error {
 		}
 		behind := aws.ToInt64(res.MillisBehindLatest)
 		if len(res.Records) > 0 || end || r.cfg.tipPages && behind == 0 {
-			p := page{records: res.Records, millisBehind: behind, end: end, held: held}
+			p := page{records: res.Records, millisBehind: behind, end: end, held: held, asked: asked}
 			if end {
 				p.children = res.ChildShards
 			}
@@ -450,11 +456,12 @@ func (r *reader) iterator(ctx context.Context, from scan.Position) (string, erro
 // getRecords makes one paced GetRecords call, retrying throttling and
 // retryable errors. An expired iterator is returned as is, for run to
 // renew. It returns the page's share of the buffer budget, which the
-// caller must give back.
-func (r *reader) getRecords(ctx context.Context, iter string) (*kinesis.GetRecordsOutput, int64, error) {
+// caller must give back, and when the call that answered was made.
+func (r *reader) getRecords(ctx context.Context, iter string) (*kinesis.GetRecordsOutput, int64, time.Time, error) {
 	in := &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(r.cfg.limit)}
 	var res *kinesis.GetRecordsOutput
 	var held int64
+	var asked time.Time
 	err := r.do(ctx, "GetRecords", true, func(cctx context.Context) error {
 		// An earlier attempt's reservation (its answer was odd) is given
 		// back before the next is made.
@@ -477,6 +484,7 @@ func (r *reader) getRecords(ctx context.Context, iter string) (*kinesis.GetRecor
 			defer cancel()
 			held = n
 		}
+		asked = time.Now()
 		out, err := r.cfg.client.GetRecords(cctx, in, noSDKRetries)
 		r.pacer.Answered()
 		if err != nil {
@@ -490,7 +498,7 @@ func (r *reader) getRecords(ctx context.Context, iter string) (*kinesis.GetRecor
 	})
 	if err != nil {
 		r.cfg.buffer.release(held)
-		return nil, 0, err
+		return nil, 0, time.Time{}, err
 	}
 	if r.cfg.buffer != nil {
 		// Give back what the page did not use; a page larger than the
@@ -515,7 +523,7 @@ func (r *reader) getRecords(ctx context.Context, iter string) (*kinesis.GetRecor
 	if h := r.cfg.hooks.onFetch; h != nil {
 		h(r.cfg.shard, len(res.Records), bytes, aws.ToInt64(res.MillisBehindLatest))
 	}
-	return res, held, nil
+	return res, held, asked, nil
 }
 
 // do calls fn, with the per-call timeout, until it succeeds, fails for

@@ -43,13 +43,19 @@ func (c Config) validateStopAt() error {
 type boundClock struct {
 	mu     sync.Mutex
 	passed bool
+	// since is when the call that found it passed was made, on this
+	// host's monotonic clock: a page asked for before says nothing of
+	// the bound.
+	since time.Time
 }
 
-// boundPassed reports whether Kinesis's clock is at least StopAt +
-// StopAtSettle: asked of Kinesis (one ListShards, whose Date is its
-// clock) only once this host's clock says so too, and never again once
-// it is.
-func (s *session) boundPassed(ctx context.Context) bool {
+// boundPassedBefore reports whether Kinesis's clock was at least StopAt +
+// StopAtSettle when a call made at asked (on this host's monotonic
+// clock) was made: asked of Kinesis (one ListShards, whose Date is its clock) only
+// once this host's clock says so too, and never again once it is. A page
+// asked for before that says nothing: a record may have arrived within
+// the bound after it (the reader holds a page ahead while the Sink works).
+func (s *session) boundPassedBefore(ctx context.Context, asked time.Time) bool {
 	l := s.l
 	at := l.cfg.StopAt.Add(StopAtSettle)
 	if l.stats.clock().Before(at) {
@@ -58,23 +64,25 @@ func (s *session) boundPassed(ctx context.Context) bool {
 	bc := &s.bound
 	bc.mu.Lock()
 	defer bc.mu.Unlock()
-	if bc.passed {
-		return true
+	if !bc.passed {
+		since := time.Now()
+		now, err := s.resolver.Now(ctx, s.client, l.cfg.Stream)
+		if err != nil {
+			return false // asked again at the next idle page
+		}
+		if bc.passed = !now.Before(at); bc.passed {
+			bc.since = since
+		}
 	}
-	now, err := s.resolver.Now(ctx, s.client, l.cfg.Stream)
-	if err != nil {
-		return false // asked again at the next idle page
-	}
-	bc.passed = !now.Before(at)
-	return bc.passed
+	return bc.passed && !asked.Before(bc.since)
 }
 
 // cutAtBound applies Config.StopAt to a page of shard: its records from
 // the first that arrived at or after the bound are dropped (and the page
 // no longer ends the shard), and done reports that the shard reached the
 // bound: such a record was met, or the shard was read to its tip (an
-// empty page, MillisBehindLatest 0) once Kinesis's clock passed the bound
-// (boundPassed) while ListShards lists it open (a closed shard is read
+// empty page, MillisBehindLatest 0, asked for once Kinesis's clock had
+// passed the bound: boundPassedBefore) while ListShards lists it open (a closed shard is read
 // to its end: some endpoints answer empty pages before it).
 func (s *session) cutAtBound(ctx context.Context, shard string, p page) (page, bool) {
 	stop := s.l.cfg.StopAt
@@ -89,7 +97,7 @@ func (s *session) cutAtBound(ctx context.Context, shard string, p page) (page, b
 			return p, true
 		}
 	}
-	if len(p.records) == 0 && !p.end && p.millisBehind == 0 && s.boundPassed(ctx) && s.listedOpen(ctx, shard) {
+	if len(p.records) == 0 && !p.end && p.millisBehind == 0 && s.boundPassedBefore(ctx, p.asked) && s.listedOpen(ctx, shard) {
 		return p, true
 	}
 	return p, false

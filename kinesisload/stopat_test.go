@@ -270,3 +270,69 @@ func sorted(s []string) []string {
 	slices.Sort(s)
 	return s
 }
+
+// gatedCollect is collect whose first Deliver waits for gate, once it
+// said so on entered.
+type gatedCollect struct {
+	collect
+	once    sync.Once
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedCollect) Deliver(ctx context.Context, b kinesisload.Batch) error {
+	first := false
+	g.once.Do(func() { first = true })
+	if err := g.collect.Deliver(ctx, b); err != nil {
+		return err
+	}
+	if first {
+		close(g.entered)
+		<-g.gate
+	}
+	return nil
+}
+
+// An empty page at the shard's tip, asked for before Kinesis's clock
+// passed StopAt and looked at after (the reader holds a page ahead while
+// the Sink works), does not end the shard: a record that arrived within
+// the bound after it is delivered. It was skipped, and a second Run
+// delivered it. Found by a review.
+func TestStopAtAStaleEmptyPageDoesNotEndTheShard(t *testing.T) {
+	t0 := time.Date(2030, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := kinesistest.NewManualClock(t0)
+	f := kinesistest.New(kinesistest.WithClock(clock), kinesistest.WithoutLimits())
+	kinesistest.NewStream(t, f, "orders", 1)
+	ctx := context.Background()
+	put := func(data string) {
+		t.Helper()
+		if _, err := f.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"), Data: []byte(data), PartitionKey: aws.String("k")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bound := t0.Add(time.Minute)
+	put("early")
+	sink := &gatedCollect{entered: make(chan struct{}), gate: make(chan struct{})}
+	done := make(chan error, 1)
+	dir := t.TempDir()
+	go func() { done <- runReplay(t, f, clock, dir, sink, bound, kinesisload.ReadPolling, false) }()
+	<-sink.entered // the Sink holds "early"
+	// The reader asks for the next page (empty, at the tip) and holds it.
+	for calls := f.Calls(kinesistest.OpGetRecords); f.Calls(kinesistest.OpGetRecords) == calls; {
+		time.Sleep(5 * time.Millisecond)
+	}
+	clock.Advance(59 * time.Second)
+	put("late") // within the bound
+	clock.Advance(time.Second + kinesisload.StopAtSettle + time.Second)
+	close(sink.gate)
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if got := strings.Join(sink.all(), " "); got != "early late" {
+		t.Errorf("delivered %q, want \"early late\": a record within the bound was skipped", got)
+	}
+	again := &collect{}
+	if err := runReplay(t, f, clock, dir, again, bound, kinesisload.ReadPolling, false); err != nil || len(again.all()) > 0 {
+		t.Errorf("a second Run on the same journal = %v, delivered %v; want nil and nothing", err, again.all())
+	}
+}
