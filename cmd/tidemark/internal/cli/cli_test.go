@@ -639,3 +639,65 @@ func TestRewindToATimeRefusesToPassOverRecordsNotRead(t *testing.T) {
 		t.Errorf("after rewind --forward %s is at %v, want AT_TIMESTAMP", shard, p[shard].Position)
 	}
 }
+
+// emptyPages answers the first n GetRecords calls with no records while
+// MillisBehindLatest says the shard is far behind, as Kinesis does over a
+// gap in a shard.
+type emptyPages struct {
+	*kinesistest.Fake
+	n      int
+	behind int64
+}
+
+func (e *emptyPages) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	if e.n > 0 {
+		e.n--
+		return &kinesis.GetRecordsOutput{NextShardIterator: in.ShardIterator, MillisBehindLatest: &e.behind}, nil
+	}
+	return e.Fake.GetRecords(ctx, in, o...)
+}
+
+// status does not call a shard healthy when it could not see its lag: a
+// shard whose lag it could not measure (status shares the shard's reads
+// with the Loader: throttled) is "unknown", and one whose first pages are
+// empty while Kinesis says it is hours behind is stuck. Both were "ok",
+// with exit status 0. Found by a review.
+func TestStatusCallsNoShardHealthyWhoseLagItDidNotSee(t *testing.T) {
+	for _, tt := range []struct {
+		name, want string
+		client     func(w *world) scan.Client
+	}{
+		{"throttled", HealthUnknown, func(w *world) scan.Client {
+			w.fake.Inject(kinesistest.Fault{Op: kinesistest.OpGetRecords, Err: &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}})
+			return w.fake
+		}},
+		{"empty pages, hours behind", HealthStuck, func(w *world) scan.Client {
+			return &emptyPages{Fake: w.fake, n: 5, behind: (5 * time.Hour).Milliseconds()}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			kinesistest.NewStream(t, w.fake, "s", 1)
+			w.put("s", true, []byte("x"))
+			dir := journalWith(t, "s", kinesisload.ShardProgress{ShardID: "shardId-000000000000", State: kinesisload.StateActive, Position: scan.TrimHorizon()})
+			j, err := journal.Open(dir, journal.DefaultConfig()) // a Loader holds it
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			w.clock.Advance(5 * time.Hour)
+			env := w.env()
+			client := tt.client(w)
+			env.Kinesis = func(context.Context, *Options) (scan.Client, error) { return client, nil }
+			var out, errOut strings.Builder
+			code := Run(context.Background(), env, []string{"status", "--dir", dir, "--json"}, &out, &errOut)
+			var rep StatusReport
+			if err := json.Unmarshal([]byte(out.String()), &rep); err != nil {
+				t.Fatalf("status output %q: %v", out.String(), err)
+			}
+			if sh := rep.Streams[0].Shards[0]; code != ExitUnhealthy || sh.Health != tt.want {
+				t.Errorf("status = %d, shard health %q (%s); want %d and %q", code, sh.Health, sh.Why, ExitUnhealthy, tt.want)
+			}
+		})
+	}
+}

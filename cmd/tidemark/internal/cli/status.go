@@ -21,13 +21,15 @@ const (
 	HealthWaiting   = "waiting"   // a parent is not completed yet
 	HealthStopped   = "stopped"   // nothing reads it
 	HealthStuck     = "stuck"     // records wait longer than --max-lag
+	HealthUnknown   = "unknown"   // its lag could not be measured
 )
 
 // StatusReport is what status prints with --json.
 type StatusReport struct {
 	Source  string         `json:"source"`
 	Streams []StreamStatus `json:"streams"`
-	// Healthy is false when a shard is stuck or stopped (exit status 3).
+	// Healthy is false when a shard is stuck or stopped, or its lag could
+	// not be measured (exit status 3).
 	Healthy  bool     `json:"healthy"`
 	Problems []string `json:"problems,omitempty"`
 }
@@ -199,7 +201,7 @@ func status(ctx context.Context, env Env, o *Options, noLag bool, maxLag, wait t
 		}
 		ss.Shards = shardStatuses(ctx, kc, v, ss.Running, alive, t, env.Now(), maxLag)
 		for _, sh := range ss.Shards {
-			if sh.Health == HealthStopped || sh.Health == HealthStuck {
+			if sh.Health == HealthStopped || sh.Health == HealthStuck || sh.Health == HealthUnknown {
 				rep.Healthy = false
 				rep.Problems = append(rep.Problems, fmt.Sprintf("stream %s shard %s is %s: %s", stream, sh.Shard, sh.Health, sh.Why))
 			}
@@ -254,10 +256,22 @@ func shardStatuses(ctx context.Context, kc scan.Client, v streamView, running bo
 		if kc != nil && p.State != kinesisload.StateCompleted && p.Position.Kind != 0 && p.Position.Kind != scan.KindShardEnd && p.Position.Kind != scan.KindLatest {
 			lag := measureLag(ctx, kc, v.Stream, id, p.Position, now)
 			st.Lag = &lag
-			if st.Health == HealthOK && lag.OldestUnread != nil && time.Duration(lag.OldestUnreadAge)*time.Millisecond > maxLag {
+			behind := time.Duration(lag.MillisBehindLatest) * time.Millisecond
+			switch {
+			case st.Health != HealthOK:
+			case lag.Error != "":
+				// A throttle (status shares the shard's reads with the
+				// Loader), or worse: not "ok" unless it was seen.
+				st.Health, st.Why = HealthUnknown, "its lag could not be measured: "+lag.Error
+			case lag.OldestUnread != nil && time.Duration(lag.OldestUnreadAge)*time.Millisecond > maxLag:
 				st.Health = HealthStuck
 				st.Why = fmt.Sprintf("its oldest unread record waits for %s (more than --max-lag %s)",
 					(time.Duration(lag.OldestUnreadAge) * time.Millisecond).Round(time.Second), maxLag)
+			case lag.OldestUnread == nil && behind > maxLag:
+				// Empty pages over a gap of the shard: no record read
+				// yet, but Kinesis says how far behind its tip it is.
+				st.Health = HealthStuck
+				st.Why = fmt.Sprintf("it is %s behind its tip (more than --max-lag %s)", behind.Round(time.Second), maxLag)
 			}
 		}
 		out = append(out, st)
