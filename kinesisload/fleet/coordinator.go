@@ -662,6 +662,8 @@ func (m *member) Leave(ctx context.Context) error {
 		// Every position is in its shard's item: the chunks hold
 		// nothing another host needs.
 		m.dropPositions(ctx)
+	} else if keep {
+		errs = append(errs, m.flushLeaving(ctx))
 	}
 	errs = append(errs, m.markLeft(ctx))
 	c := m.c

@@ -59,6 +59,41 @@ func TestAReleaseThatFailsKeepsTheDurablePositionForTheNextOwner(t *testing.T) {
 	}
 }
 
+// A Release that fails, followed at once by Leave (the Loader closing: it
+// releases its leases, then leaves, with no round between), leaves the
+// position durable for the next owner: Leave writes the positions the
+// failed releases kept. They stayed in memory, and the taker resumed at
+// the position of the last round's write (a planned move delivered the
+// records since twice). Found by a review of b690bed, whose test had a
+// round between.
+func TestALeaveRightAfterAReleaseThatFailedWritesThePosition(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, fleet.Config{})
+	a := w.host("a")
+	ids := w.seed(a, 1)
+	la := w.acquire(a, ids[0])
+	if err := la.Commit(ctx, kinesisload.ShardProgress{ShardID: ids[0], State: kinesisload.StateActive, Position: scan.AfterSequence("10")}); err != nil {
+		t.Fatal(err)
+	}
+	w.advance(w.cfg.RenewInterval) // written: 10
+	at := scan.AfterSequence(seq42)
+	if err := la.Commit(ctx, kinesisload.ShardProgress{ShardID: ids[0], State: kinesisload.StateActive, Position: at}); err != nil {
+		t.Fatal(err)
+	}
+	a.table.Outage(true)
+	if err := la.Release(ctx); err == nil {
+		t.Fatal("Release during an outage returned nil")
+	}
+	a.table.Outage(false)
+	if err := a.m.Leave(ctx); err != nil {
+		t.Fatalf("Leave: %v", err)
+	}
+	b := w.host("b")
+	if got := w.acquire(b, ids[0]).Progress().Position; !got.Equal(at) {
+		t.Errorf("b resumes %s at %v, want %v, committed before a's release failed and it left", ids[0], got, at)
+	}
+}
+
 // A handoff the Loader answers with a Release that fails gives the shard
 // up, at the host's next round, at the position durable in its positions:
 // it was given up at the item's position of the take, and a planned move,

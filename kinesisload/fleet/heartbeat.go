@@ -414,7 +414,9 @@ func (m *member) tryMarkLeft(ctx context.Context) (done bool, err error) {
 // chunks of chunkEntries, when a Commit moved one since the last write
 // and CheckpointInterval passed (force: at once). A chunk whose write
 // fails stays dirty: the next round writes it again. Called with
-// m.beatMu held (by the beat), or by Leave after the rounds stopped.
+// m.beatMu held (by the beat), or by Leave after the rounds stopped
+// (flushLeaving), its calls under parent (the rounds' context is
+// cancelled by then).
 //
 // The interval is counted less half a round: rounds are not exactly
 // RenewInterval apart (a tick delivered late, then one on time; a beat
@@ -422,7 +424,9 @@ func (m *member) tryMarkLeft(ctx context.Context) (done bool, err error) {
 // the last write must not wait a whole round more: with the default
 // CheckpointInterval (RenewInterval) every round writes the positions
 // that moved, so every commit is durable within one round.
-func (m *member) flush(force bool) {
+func (m *member) flush(force bool) { m.flushUnder(m.ctx, force) }
+
+func (m *member) flushUnder(parent context.Context, force bool) {
 	m.mu.Lock()
 	now := m.c.now()
 	due := now.Sub(m.flushedAt) >= m.c.cfg.CheckpointInterval-m.c.cfg.RenewInterval/2
@@ -450,7 +454,7 @@ func (m *member) flush(force bool) {
 		if i < len(versions) {
 			v = versions[i]
 		}
-		ctx, cancel := m.callCtx()
+		ctx, cancel := context.WithTimeout(parent, m.c.cfg.CallTimeout)
 		stored, err := m.c.table.Put(ctx, Item{Partition: pp, Key: prefixPos + strconv.Itoa(i), Version: v, Maps: map[string]map[string]string{fieldPos: ch}})
 		if err != nil && !fatal(err) {
 			// Read back the version: the write landed (its answer was
@@ -488,7 +492,7 @@ func (m *member) flush(force bool) {
 		if versions[i] == 0 {
 			continue
 		}
-		ctx, cancel := m.callCtx()
+		ctx, cancel := context.WithTimeout(parent, m.c.cfg.CallTimeout)
 		err := m.c.table.Delete(ctx, pp, prefixPos+strconv.Itoa(i), versions[i])
 		cancel()
 		if err == nil || errors.Is(err, ErrConflict) {
@@ -560,6 +564,37 @@ func (m *member) assignChunks(entries map[string]string) []map[string]string {
 		chunks[c][id] = entries[id]
 	}
 	return chunks
+}
+
+// flushLeaving writes our positions as Leave goes, when they hold what
+// no shard item does (a release that failed kept its position there, a
+// lease lost kept its own): retried until it lands, ctx ends, the table
+// says this host is down, or a LeaseDuration has passed since the start
+// of our last beat that landed (as markLeft). Without it they stayed in
+// memory: the next owner resumed at the last round's write.
+func (m *member) flushLeaving(ctx context.Context) error {
+	m.mu.Lock()
+	giveUp := m.lastOK.Add(m.c.cfg.LeaseDuration)
+	m.dirty = true
+	m.mu.Unlock()
+	began := time.Now()
+	for attempt := 0; ; attempt++ {
+		m.flushUnder(ctx, true)
+		m.mu.Lock()
+		done, over := !m.dirty, m.over
+		m.mu.Unlock()
+		switch {
+		case done:
+			return nil
+		case over != nil:
+			return over
+		case !m.c.now().Before(giveUp) || time.Since(began) >= m.c.cfg.LeaseDuration:
+			return fmt.Errorf("fleet: host %s leaving stream %s: its positions could not be written (the shards they hold resume from their items' positions)", m.me, m.stream)
+		}
+		if err := sleep(ctx, backoff(attempt)); err != nil {
+			return fmt.Errorf("fleet: host %s leaving stream %s: writing its positions: %w", m.me, m.stream, err)
+		}
+	}
 }
 
 // dropPositions deletes our positions once every lease is released: they
