@@ -211,17 +211,7 @@ func testStopAtWindow(t *testing.T, mode kinesisload.ReadMode, windows bool, new
 // An open shard read to its tip is not done before Kinesis's clock passes
 // the bound: a record put later, still before the bound, is delivered.
 func TestStopAtWaitsForTheBoundOnKinesissClock(t *testing.T) {
-	t0 := time.Date(2030, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := kinesistest.NewManualClock(t0)
-	f := kinesistest.New(kinesistest.WithClock(clock), kinesistest.WithoutLimits())
-	kinesistest.NewStream(t, f, "orders", 1)
-	ctx := context.Background()
-	put := func(data string) {
-		t.Helper()
-		if _, err := f.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"), Data: []byte(data), PartitionKey: aws.String("k")}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	t0, clock, f, put := oneShardAtT0(t)
 	bound := t0.Add(time.Minute)
 	put("early")
 	sink := &collect{}
@@ -299,17 +289,7 @@ func (g *gatedCollect) Deliver(ctx context.Context, b kinesisload.Batch) error {
 // the bound after it is delivered. It was skipped, and a second Run
 // delivered it. Found by a review.
 func TestStopAtAStaleEmptyPageDoesNotEndTheShard(t *testing.T) {
-	t0 := time.Date(2030, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := kinesistest.NewManualClock(t0)
-	f := kinesistest.New(kinesistest.WithClock(clock), kinesistest.WithoutLimits())
-	kinesistest.NewStream(t, f, "orders", 1)
-	ctx := context.Background()
-	put := func(data string) {
-		t.Helper()
-		if _, err := f.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"), Data: []byte(data), PartitionKey: aws.String("k")}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	t0, clock, f, put := oneShardAtT0(t)
 	bound := t0.Add(time.Minute)
 	put("early")
 	sink := &gatedCollect{entered: make(chan struct{}), gate: make(chan struct{})}
@@ -335,4 +315,21 @@ func TestStopAtAStaleEmptyPageDoesNotEndTheShard(t *testing.T) {
 	if err := runReplay(t, f, clock, dir, again, bound, kinesisload.ReadPolling, false); err != nil || len(again.all()) > 0 {
 		t.Errorf("a second Run on the same journal = %v, delivered %v; want nil and nothing", err, again.all())
 	}
+}
+
+// oneShardAtT0 makes a stream "orders" of one shard on a fake whose
+// clock starts at t0, without limits, and a put of one record to it.
+func oneShardAtT0(t *testing.T) (t0 time.Time, clock *kinesistest.ManualClock, f *kinesistest.Fake, put func(data string)) {
+	t.Helper()
+	t0 = time.Date(2030, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock = kinesistest.NewManualClock(t0)
+	f = kinesistest.New(kinesistest.WithClock(clock), kinesistest.WithoutLimits())
+	kinesistest.NewStream(t, f, "orders", 1)
+	put = func(data string) {
+		t.Helper()
+		if _, err := f.PutRecord(context.Background(), &kinesis.PutRecordInput{StreamName: aws.String("orders"), Data: []byte(data), PartitionKey: aws.String("k")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return t0, clock, f, put
 }

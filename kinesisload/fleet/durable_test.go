@@ -39,11 +39,7 @@ func TestAReleaseThatFailsKeepsTheDurablePositionForTheNextOwner(t *testing.T) {
 			if items := mustQuery(t, w.table, "s#pos#a"); len(items) != 1 || !strings.Contains(items[0].Maps["pos"][ids[0]], seq42) {
 				t.Fatalf("a's positions after the round: %+v, want %s at %v", items, ids[0], at)
 			}
-			a.table.Outage(true)
-			if err := la.Release(ctx); err == nil {
-				t.Fatal("Release during an outage returned nil")
-			}
-			a.table.Outage(false)
+			releaseInAnOutage(t, a, la)
 			w.advance(w.cfg.RenewInterval) // a's next round writes its positions again
 			switch how {
 			case "crash":
@@ -56,6 +52,16 @@ func TestAReleaseThatFailsKeepsTheDurablePositionForTheNextOwner(t *testing.T) {
 				t.Errorf("b resumes %s at %v, want %v, durable in a's positions before the release failed", ids[0], got, at)
 			}
 		})
+	}
+}
+
+// releaseInAnOutage releases l while h's table is out: the Release fails.
+func releaseInAnOutage(t *testing.T, h *host, l kinesisload.Lease) {
+	t.Helper()
+	h.table.Outage(true)
+	defer h.table.Outage(false)
+	if err := l.Release(context.Background()); err == nil {
+		t.Fatal("Release during an outage returned nil")
 	}
 }
 
@@ -80,11 +86,7 @@ func TestALeaveRightAfterAReleaseThatFailedWritesThePosition(t *testing.T) {
 	if err := la.Commit(ctx, kinesisload.ShardProgress{ShardID: ids[0], State: kinesisload.StateActive, Position: at}); err != nil {
 		t.Fatal(err)
 	}
-	a.table.Outage(true)
-	if err := la.Release(ctx); err == nil {
-		t.Fatal("Release during an outage returned nil")
-	}
-	a.table.Outage(false)
+	releaseInAnOutage(t, a, la)
 	if err := a.m.Leave(ctx); err != nil {
 		t.Fatalf("Leave: %v", err)
 	}
@@ -133,11 +135,7 @@ func TestAHandoffWhoseReleaseFailedGivesTheShardUpAtItsPosition(t *testing.T) {
 	if asked == nil {
 		t.Fatal("b never asked a for a shard")
 	}
-	a.table.Outage(true)
-	if err := asked.Release(ctx); err == nil {
-		t.Fatal("Release during an outage returned nil")
-	}
-	a.table.Outage(false)
+	releaseInAnOutage(t, a, asked)
 	for range 10 {
 		ls, err := b.m.Acquire(ctx, ids)
 		if err != nil {
