@@ -703,7 +703,11 @@ func (w *world) startProc(s *slot, ch *Change) {
 		})}
 	if w.spec.fleet() {
 		p.table = fleet.NewFaultyTable(w.table)
-		coord, err := fleet.New(table{p}, fleet.Config{HostID: p.host, LeaseDuration: w.spec.Lease, Logger: w.logger.With("proc", p.name)})
+		fc := fleet.Config{HostID: p.host, LeaseDuration: w.spec.Lease, CheckpointInterval: w.spec.CheckpointInterval, Logger: w.logger.With("proc", p.name)}
+		if w.spec.ByThroughput {
+			fc.BalanceBy = kinesisload.BalanceByThroughput
+		}
+		coord, err := fleet.New(table{p}, fc)
 		if err != nil {
 			w.failf("%s: fleet.New: %v", p.name, err)
 			return
