@@ -190,7 +190,7 @@ func CheckRestore(p ShardProgress) error {
 			return err
 		}
 		if p.Position.Kind == scan.KindLatest {
-			return errors.New("LATEST is never stored: resolve it to a concrete position first")
+			return errors.New("LATEST is never stored: resolve it to a concrete position first (a reader would resolve it again, later, and skip what arrived meanwhile)")
 		}
 	}
 	switch end := p.Position.Kind == scan.KindShardEnd; {

@@ -61,9 +61,6 @@ func (e *Export) progress(file string) ([]kinesisload.ShardProgress, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: shard %s: position %q: %w", file, sh.Shard, sh.Position, err)
 			}
-			if pos.Kind == scan.KindLatest {
-				return nil, fmt.Errorf("%s: shard %s: LATEST is never stored: resolve it first (a reader would resolve it again, later, and skip what arrived meanwhile)", file, sh.Shard)
-			}
 			p.Position = pos
 		}
 		if err := kinesisload.CheckRestore(p); err != nil {
