@@ -760,6 +760,10 @@ func makeDir(dir string) (created string, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("journal: create directory %s: %w", dir, err)
 	}
+	if len(missing) == 0 {
+		// Made meanwhile by another Open: not ours to remove.
+		return "", nil
+	}
 	created = missing[len(missing)-1]
 	for _, d := range missing {
 		if err := syncDir(filepath.Dir(d)); err != nil {
