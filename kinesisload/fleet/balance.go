@@ -442,11 +442,17 @@ func (m *member) decide() {
 		m.giveUp(s)
 	}
 
-	// Reserved for us first, then expired and unowned, in random order
-	// so that hosts taking at once rarely collide.
+	// Reserved for us or ours already first, then expired and unowned,
+	// in random order so that hosts taking at once rarely collide. Ours
+	// already (we fenced ourselves, and run again) are taken back whatever
+	// our share: every other host's view counts them ours, and no host
+	// takes a live host's shard. Balancing by throughput, the hosts weigh
+	// us by the load we publish, which counts only the leases we hold, so
+	// none would ask for them (found by the simulation, seed 245011133).
 	mrand.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
+	ours := func(id string) bool { return shards[id].handoff == m.me || shards[id].owner == m.me }
 	slices.SortStableFunc(candidates, func(a, b string) int {
-		ra, rb := shards[a].handoff == m.me, shards[b].handoff == m.me
+		ra, rb := ours(a), ours(b)
 		switch {
 		case ra && !rb:
 			return -1
@@ -459,7 +465,7 @@ func (m *member) decide() {
 	var wrote []string
 	chunks := map[string]map[string]posEntry{} // positions of dead owners, read once a round
 	for _, id := range candidates {
-		if mine >= target && shards[id].handoff != m.me {
+		if mine >= target && !ours(id) {
 			break
 		}
 		granted, landed := m.take(shards[id], committed, chunks)
