@@ -32,7 +32,9 @@
 // sinktest.Memory (exactly once); StartPosition LATEST, TRIM_HORIZON or
 // AT_TIMESTAMP; StreamRecreatedStartOver or not; polling or enhanced
 // fan-out; 2 to 10,000 records per call; 40 s to 150 s of events; a lease
-// of 3 s or 10 s.
+// of 3 s or 10 s; for a fleet, its CheckpointInterval (0, 0.3 or 0.5 of the
+// lease) and its balance rule (by count, or one fleet in three by
+// throughput).
 //
 // # The events
 //

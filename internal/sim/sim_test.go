@@ -26,12 +26,10 @@ var (
 	flagKeep   = flag.String("sim.keep", "", "with -sim.seed: keep only these events of the schedule (indexes, comma-separated, as -sim.shrink prints them)")
 	flagStuck  = flag.Duration("sim.stuck", 3*time.Minute, "real time after which a schedule is reported stuck")
 	flagRefail = flag.Int("sim.refail", 1, "how many times TestSeedsThatFailedBefore replays each seed of testdata/failed-seeds.txt (with -race, a tenth of the seeds)")
-	flagTP     = flag.Bool("sim.throughput", false, "draw fleets that balance by throughput too (an open finding: some leave shards unread; see plan.go's drawThroughput)")
 )
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	drawThroughput = *flagTP
 	os.Exit(m.Run())
 }
 
