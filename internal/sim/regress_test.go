@@ -378,3 +378,17 @@ func TestARewindIsNotUndoneByTheSinksCheckpointsReadBeforeIt(t *testing.T) {
 func TestAShardAFencedHostStillOwnsIsReadAgainWhenBalancingByThroughput(t *testing.T) {
 	replaySeed(t, 245011133, 4)
 }
+
+// Seed 248600504 (LOSS, every run on the code before): a fleet of one
+// shard, its only host killed; the shard's item deleted by hand, then a
+// host joined, read the init item committed, and ran its start-up on the
+// committed batch. The init item was deleted by hand during that
+// start-up, and the store's Started read the table again: no committed
+// initialisation, so the Loader took the start-up for the stream's first
+// and resolved LATEST at a T0 of its own. The records since the last
+// position a host committed were never read. Found by the simulation as
+// it gained the planned-move oracle.
+// TestTheStoreOfACommittedStartUpSaysStartedAfterTheInitItemIsDeleted.
+func TestAStartUpOnACommittedBatchIsNoFirstRunWhenTheInitItemGoes(t *testing.T) {
+	replaySeed(t, 248600504, 1)
+}

@@ -1482,3 +1482,39 @@ func TestJoinRefusesAMissingIdentityWhenOnlyAHostsPositionsShowTheRead(t *testin
 		t.Errorf("Join = %v, want ErrIdentityMissing: host a's positions show the fleet read the stream", err)
 	}
 }
+
+// A host that joins an initialised fleet runs its start-up on the
+// committed batch; if the init item is deleted by hand meanwhile (and the
+// only shard's item before it), the store must still say the stream was
+// started. It said not: the Loader took the start-up for the stream's
+// first, resolved LATEST at a T0 of its own, and what arrived since the
+// last position a host committed was never read (found by the
+// simulation, seed 248600504).
+func TestTheStoreOfACommittedStartUpSaysStartedAfterTheInitItemIsDeleted(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	a := w.host("a")
+	w.seed(a, 1)
+	b := w.host("b")
+	var started bool
+	err := b.m.Initialise(context.Background(), func(ctx context.Context, st kinesisload.PositionStore) error {
+		it, err := w.table.Get(ctx, "s", "init")
+		if err != nil || !it.Exists() {
+			t.Fatalf("no init item to delete: %v", err)
+		}
+		if err := w.table.Delete(ctx, "s", "init", it.Version); err != nil {
+			t.Fatal(err)
+		}
+		ss, ok := st.(kinesisload.StartedStore)
+		if !ok {
+			t.Fatal("the store of a committed start-up is no StartedStore")
+		}
+		started, err = ss.Started(ctx, "s")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !started {
+		t.Error("Started = false for a fleet whose initialisation this host read committed")
+	}
+}

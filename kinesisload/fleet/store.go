@@ -139,7 +139,11 @@ func (m *member) unreadChildOfOpenParent(shards map[string]*shardItem, committed
 }
 
 // Started implements [kinesisload.StartedStore]: the fleet's
-// initialisation committed.
+// initialisation committed, as the table says or as this member read it
+// before (Initialise runs a start-up on this store only then): an init
+// item deleted by hand since does not make the stream new (seed
+// 248600504: the Loader resolved LATEST at a T0 of its own, and what
+// arrived since the last position committed was never read).
 func (st sharedStore) Started(ctx context.Context, stream string) (bool, error) {
 	if err := st.check(ctx, stream); err != nil {
 		return false, err
@@ -148,7 +152,10 @@ func (st sharedStore) Started(ctx context.Context, stream string) (bool, error) 
 	if err != nil {
 		return false, err
 	}
-	return snap.init.committed != "", nil
+	st.m.mu.Lock()
+	seen := st.m.committed != ""
+	st.m.mu.Unlock()
+	return snap.init.committed != "" || seen, nil
 }
 
 // Save implements [kinesisload.PositionStore]: each update is merged into
