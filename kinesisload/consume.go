@@ -386,8 +386,9 @@ func (s *session) leaseAcquired(ls Lease, pos scan.Position) time.Time {
 	} else {
 		// Where the lease resumes, which may be past what this host's
 		// Stats last saw (another host's commits, the Sink's
-		// checkpoint): a handoff before the first commit reports it.
-		s.l.stats.saved([]ShardProgress{{ShardID: id, Position: pos}})
+		// checkpoint), or behind it (a rewind): a handoff before the
+		// first commit reports it.
+		s.l.stats.resumed(id, pos)
 	}
 	s.l.hooks.onLeaseAcquired(LeaseAcquired{Stream: s.l.cfg.Stream, ShardID: id, Epoch: ls.Epoch(), Reason: ls.Acquired(), Position: pos})
 	s.l.stats.leaseAcquired(id, ls.Epoch(), ls.Acquired(), now)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -337,4 +338,62 @@ func untilTrue(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// statsAtAcquire records, for every lease of shard its host acquires once
+// the Loader is set, the shard's position in the Loader's Stats and the
+// position the hook reports, as the lease starts.
+type statsAtAcquire struct {
+	shard string
+	l     atomic.Pointer[kinesisload.Loader]
+	got   chan [2]scan.Position
+}
+
+func (h *statsAtAcquire) OnLeaseAcquired(e kinesisload.LeaseAcquired) {
+	l := h.l.Load()
+	if l == nil || e.ShardID != h.shard {
+		return
+	}
+	var at scan.Position
+	for _, s := range l.Stats().Shards {
+		if s.ShardID == e.ShardID {
+			at = s.Position
+		}
+	}
+	select {
+	case h.got <- [2]scan.Position{at, e.Position}:
+	default:
+	}
+}
+
+// A shard rewound while its host reads it resumes at the rewind's
+// position, and the Loader's Stats say so from the lease's start: they
+// kept the position read before the rewind (a merge keeps the further),
+// and a planned move before the first commit reported that position to
+// HookLeaseHandedOff, where the next owner does not resume (found by the
+// simulation's planned-move oracle).
+func TestStatsOfAShardRewoundInAFleetShowTheRewindsPosition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newFleetRig(t, 1)
+		h := &statsAtAcquire{got: make(chan [2]scan.Position, 1)}
+		r.hooks = map[string]kinesisload.Hook{"a": h}
+		r.start("a")
+		before := r.put(5)
+		r.waitAll(before)
+		ds := r.sink.deliveries()
+		h.shard = ds[0].shard
+		h.l.Store(r.loads["a"])
+		to := scan.AfterSequence(ds[0].seq)
+		if _, err := fleet.Rewind(context.Background(), r.fleet.Table(), "orders", kinesisload.Rewind{ID: "rw1", By: "ops", At: time.Now()},
+			map[string]scan.Position{h.shard: to}); err != nil {
+			t.Fatal(err)
+		}
+		got := <-h.got
+		if !got[1].Equal(to) {
+			t.Fatalf("the lease after the rewind starts at %v, want %v: the test no longer makes the case it means to", got[1], to)
+		}
+		if !got[0].Equal(to) {
+			t.Errorf("Stats show %s at %v as its lease after the rewind starts at %v", h.shard, got[0], to)
+		}
+	})
 }

@@ -253,6 +253,14 @@ func (t *statsTracker) saved(updates []ShardProgress) {
 	}
 }
 
+// resumed sets shard's position to where a lease resumes reading it,
+// which may be behind what was saved before (a rewind).
+func (t *statsTracker) resumed(shard string, pos scan.Position) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.shard(shard).Position = pos
+}
+
 // restart sets the shards' state and position to seed, the progress a
 // session starts from, which may be behind what was saved before (a
 // rewind, or a re-created stream whose shards reuse the old stream's
