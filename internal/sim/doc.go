@@ -102,6 +102,11 @@
 //     after each rewind that set the Sink's checkpoint of its shard back;
 //   - order: per shard, records are stored (between the Sink's rewinds),
 //     or first delivered with a plain Sink, in sequence order;
+//   - planned moves deliver nothing twice (handoff.go): a lease handed
+//     off on a rebalance, Close or Pause covers every record its process
+//     delivered under it (a plain Sink that never failed), and the
+//     shard's next lease starts no earlier, unless a kill, pause, fault,
+//     clock step, hand edit, rewind or re-creation came between;
 //   - parents before children: no record of a child was first delivered
 //     before the last of its parents';
 //   - every delivered record was put, to that shard, with that sequence

@@ -65,6 +65,7 @@ type proc struct {
 		after bool // the Sink stores the batch, then the answer fails
 		until time.Time
 	}
+	sinkFailed bool // a Sink fault was ever in force (handoff.go)
 }
 
 // A killPoint kills the process at the n-th call of op from when it was
@@ -91,6 +92,9 @@ func (p *proc) kill(why string) {
 		p.pause = nil
 	}
 	p.mu.Unlock()
+	p.w.mu.Lock()
+	p.w.disturb() // its release's write may be lost (handoff.go)
+	p.w.mu.Unlock()
 	p.w.logf("%s killed (%s)", p.name, why)
 	if p.table != nil {
 		p.table.Kill()

@@ -123,6 +123,10 @@ type world struct {
 	sinkRewinds map[string][]int
 	repaired    map[string]bool // shards (of an incarnation) the operator rewound for a refused position
 	rewinds     int             // the operator's rewinds, to name them
+	// handoffs are the planned moves whose shard no lease took since
+	// (handoff.go).
+	handoffs    map[string]*handoff
+	disturbedAt time.Time // the last event that disturbs them
 }
 
 // slot is one host: its processes run one after another.
@@ -140,7 +144,7 @@ type slot struct {
 
 func newWorld(sp Spec, opt Options) *world {
 	w := &world{spec: sp, opt: opt, start: time.Now(), rng: rand.New(rand.NewPCG(uint64(sp.Seed), 0xfa17)),
-		table: fleet.NewMemoryTable(), mem: sinktest.NewMemory(), dir: opt.Dir, cleared: map[int]bool{}, repaired: map[string]bool{}, sinkRewinds: map[string][]int{}}
+		table: fleet.NewMemoryTable(), mem: sinktest.NewMemory(), dir: opt.Dir, cleared: map[int]bool{}, repaired: map[string]bool{}, sinkRewinds: map[string][]int{}, handoffs: map[string]*handoff{}}
 	w.fake = kinesistest.New(kinesistest.WithConsumerActivation(time.Second))
 	handler := slog.DiscardHandler
 	if opt.Log != nil {
@@ -250,6 +254,18 @@ func (w *world) apply(ctx context.Context, e Event) {
 	if e.Kind != EvPut && e.Kind != EvPutKPL {
 		w.logf("event %v", e)
 	}
+	if disturbing(e.Kind) {
+		// Before and after: the event may stop a process (a rewind on
+		// one host), whose handoffs then precede what it does.
+		w.mu.Lock()
+		w.disturb()
+		w.mu.Unlock()
+		defer func() {
+			w.mu.Lock()
+			w.disturb()
+			w.mu.Unlock()
+		}()
+	}
 	s := w.slotOf(e)
 	switch e.Kind {
 	case EvPut:
@@ -308,6 +324,7 @@ func (w *world) apply(ctx context.Context, e Event) {
 		if p := s.running(); p != nil {
 			p.mu.Lock()
 			p.sinkFail.rate, p.sinkFail.after, p.sinkFail.until = e.F, e.After, time.Now().Add(e.D)
+			p.sinkFailed = true
 			p.mu.Unlock()
 		}
 	case EvRecreate:
@@ -940,6 +957,11 @@ func (w *world) operate() {
 	fixes := w.fixes
 	w.fixes = nil
 	w.mu.Unlock()
+	if len(fixes) > 0 {
+		w.mu.Lock()
+		w.disturb()
+		w.mu.Unlock()
+	}
 	for _, f := range fixes {
 		f()
 	}
@@ -1379,6 +1401,7 @@ func (w *world) restore(e *edit) {
 		return
 	}
 	e.restored = true
+	w.disturb()
 	// An operator restores an item from its latest backup: a later
 	// deletion of the same item (of a newer state of it) supersedes
 	// this one's.
