@@ -66,7 +66,7 @@ func Import(ctx context.Context, table Table, stream string, id kinesisload.Stre
 		return fmt.Errorf("fleet: stream %s: reading the table: %w", stream, err)
 	}
 	if snap.init.item.Exists() {
-		return fmt.Errorf("%w: stream %s: hosts have started on it (the initialisation item exists, lock held by %q): to move the positions of a fleet, rewind them (cmd/tidemark rewind --from FILE)",
+		return fmt.Errorf("%w: stream %s: hosts have started on it (the initialisation item exists, lock held by %q): to move the positions of a fleet, rewind them (cmd/tidemark rewind --from FILE); to write again shard items deleted by hand, RestoreMissing (cmd/tidemark import --missing)",
 			ErrNotEmpty, stream, snap.init.lockOwner)
 	}
 	floor := createEpoch(0, time.Now())
@@ -145,4 +145,114 @@ func putOnce(ctx context.Context, table Table, it Item, landed func(Item) (bool,
 			return err
 		}
 	}
+}
+
+// RestoreMissing writes again, from an export, the shard items of stream
+// that were deleted from table by hand while its fleet ran: for each
+// element of shards whose item the generation in force lacks, an item
+// with that progress, unowned, its epochs above any the deleted item had
+// (as for any item saved again after a deletion: see [Import]'s epochs),
+// written on condition that it is still absent. Items present are left as
+// they are (a host may have written one again meanwhile, with a position
+// further than the export's). It returns the shards it wrote, sorted.
+//
+// It is the way back from a [kinesisload.MissingShardError] that a plain
+// Sink's Loader stops with: restore the items, then start the Loaders
+// again. The export is older than the deletion, so the records after its
+// positions are delivered again; none is lost. An operator's rewind that
+// lived in a deleted item is lost with it (rewind again).
+//
+// It refuses, writing nothing, when the export names another stream
+// incarnation than the fleet's identity item, or names none while the
+// fleet has one (an error wrapping [ErrNotEmpty]); when the stream's
+// initialisation has not committed (use [Import] on a fleet that never
+// started); and when a shard has no ID, is listed twice, or has progress
+// that cannot be restored ([kinesisload.CheckRestore]). It can be run
+// again: what it wrote is then present, and left.
+func RestoreMissing(ctx context.Context, table Table, stream string, id kinesisload.StreamIdentity, shards []kinesisload.ShardProgress) ([]string, error) {
+	if stream == "" {
+		return nil, errors.New("fleet: RestoreMissing: the stream name is empty")
+	}
+	seen := map[string]bool{}
+	for i, p := range shards {
+		switch {
+		case p.ShardID == "":
+			return nil, fmt.Errorf("fleet: restore into stream %s: shard %d of %d has no ID", stream, i+1, len(shards))
+		case seen[p.ShardID]:
+			return nil, fmt.Errorf("fleet: restore into stream %s: shard %s is listed twice", stream, p.ShardID)
+		}
+		seen[p.ShardID] = true
+		if err := kinesisload.CheckRestore(p); err != nil {
+			return nil, fmt.Errorf("fleet: restore into stream %s: shard %s: %w", stream, p.ShardID, err)
+		}
+	}
+	ident, err := generationInForce(ctx, table, stream)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !ident.id.IsZero() && id.IsZero():
+		return nil, fmt.Errorf("%w: stream %s: the export names no stream incarnation, the table's identity item names %s: restore from an export of this fleet", ErrNotEmpty, stream, ident.id)
+	case !ident.id.IsZero() && !ident.id.Equal(id):
+		return nil, fmt.Errorf("%w: stream %s: the table's identity item names %s (generation %d), the export %s: its positions are another stream's", ErrNotEmpty, stream, ident.id, ident.gen, id)
+	}
+	part := partition(stream, ident.gen)
+	snap, err := query(ctx, table, part)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: stream %s: reading the table: %w", stream, err)
+	}
+	if snap.init.committed == "" {
+		return nil, fmt.Errorf("fleet: stream %s: its initialisation has not committed (partition %s): nothing to restore into; a fleet that never started takes an export by Import", stream, part)
+	}
+	// Epochs above the deleted item's: the floor of an item created now,
+	// or above every lease a host committed the shard under (its
+	// positions), should this machine's clock be behind the hosts'.
+	above, err := leaseEpochs(ctx, table, part, snap.roster)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: stream %s: reading the hosts' positions: %w", stream, err)
+	}
+	floor := createEpoch(ident.gen, time.Now())
+	var wrote []string
+	for _, p := range shards {
+		if _, ok := snap.shards[p.ShardID]; ok {
+			continue
+		}
+		p.Parents = slices.Sorted(slices.Values(p.Parents))
+		epoch := max(floor, above[p.ShardID]+1)
+		s := &shardItem{id: p.ShardID, item: Item{Partition: part, Key: prefixShard + p.ShardID}, epoch: epoch, base: epoch, prog: p}
+		err := putOnce(ctx, table, s.encode(part), func(got Item) (bool, error) {
+			gs, err := decodeShard(got)
+			return err == nil && sameImport(gs, s), err
+		})
+		switch {
+		case errors.Is(err, ErrNotEmpty):
+			continue // a host wrote it again meanwhile: its position is the further
+		case err != nil:
+			return wrote, fmt.Errorf("fleet: stream %s: writing shard %s: %w", stream, p.ShardID, err)
+		}
+		wrote = append(wrote, p.ShardID)
+	}
+	slices.Sort(wrote)
+	return wrote, nil
+}
+
+// leaseEpochs returns, per shard, the highest epoch under which a host of
+// roster r committed a position of it (its positions in partition part).
+func leaseEpochs(ctx context.Context, table Table, part string, r roster) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	for _, host := range slices.Sorted(maps.Keys(r.raw)) {
+		var items []Item
+		err := readWaiting(ctx, func() (err error) {
+			items, err = table.Query(ctx, posPartition(part, host))
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		entries, _ := decodePositions(items) // what decodes
+		for id, e := range entries {
+			out[id] = max(out[id], e.epoch)
+		}
+	}
+	return out, nil
 }

@@ -10,9 +10,11 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tidemark/tidemark/kinesisload"
+	"github.com/tidemark/tidemark/kinesisload/fleet"
 	"github.com/tidemark/tidemark/scan"
 )
 
@@ -235,9 +237,13 @@ func importCmd(ctx context.Context, env Env, args []string, stdout, stderr io.Wr
 	var o Options
 	fs := flags("import", &o, stderr)
 	create := fs.Bool("create-table", false, "create the table when it is missing (--table)")
+	missing := fs.Bool("missing", false, "with --table, into a fleet that has started: write only the shard items the table lacks (deleted by hand), leave the others")
 	err := parse(fs, args, 1)
 	if err == nil && fs.NArg() != 1 {
 		err = usagef("name the export FILE to import")
+	}
+	if err == nil && *missing && (o.Table == "" || *create) {
+		err = usagef("--missing restores shard items into a fleet's table (--table), which exists")
 	}
 	if err == nil && o.Dir == "" && o.Table == "" {
 		err = checkTarget(&o, false)
@@ -271,6 +277,9 @@ func importCmd(ctx context.Context, env Env, args []string, stdout, stderr io.Wr
 	if e.Identity != nil {
 		id = *e.Identity
 	}
+	if *missing {
+		return restoreMissing(ctx, t, &o, e.Stream, file, id, shards, stdout, stderr)
+	}
 	if err := t.Import(ctx, e.Stream, id, shards); err != nil {
 		return finish("import", err, stderr)
 	}
@@ -278,5 +287,28 @@ func importCmd(ctx context.Context, env Env, args []string, stdout, stderr io.Wr
 		return finish("import", printJSON(stdout, map[string]any{"target": t.String(), "stream": e.Stream, "shards": len(shards)}), stderr)
 	}
 	fmt.Fprintf(stdout, "imported %d shard(s) of stream %s from %s into %s\n", len(shards), e.Stream, file, t)
+	return ExitOK
+}
+
+// restoreMissing is import --missing: the shard items of a started fleet
+// that its table lacks are written again from the export.
+func restoreMissing(ctx context.Context, t target, o *Options, stream, file string, id kinesisload.StreamIdentity, shards []kinesisload.ShardProgress, stdout, stderr io.Writer) int {
+	ft, ok := t.(*fleetTarget)
+	if !ok {
+		return finish("import", usagef("--missing restores shard items into a fleet's table (--table)"), stderr)
+	}
+	wrote, err := fleet.RestoreMissing(ctx, ft.table, stream, id, shards)
+	if err != nil {
+		return finish("import", err, stderr)
+	}
+	if o.JSON {
+		return finish("import", printJSON(stdout, map[string]any{"target": t.String(), "stream": stream, "restored": wrote, "shards": len(shards)}), stderr)
+	}
+	if len(wrote) == 0 {
+		fmt.Fprintf(stdout, "nothing to restore: %s has an item for each of the %d shard(s) of stream %s in %s\n", t, len(shards), stream, file)
+		return ExitOK
+	}
+	fmt.Fprintf(stdout, "restored %d shard item(s) of stream %s from %s into %s: %s\n", len(wrote), stream, file, t, strings.Join(wrote, ", "))
+	fmt.Fprintf(stdout, "records after their exported positions are delivered again; start the Loaders that stopped (MissingShardError)\n")
 	return ExitOK
 }
