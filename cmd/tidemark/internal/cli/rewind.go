@@ -41,7 +41,7 @@ func rewindCmd(ctx context.Context, env Env, args []string, stdout, stderr io.Wr
 	by := fs.String("by", "", "who makes the rewind, recorded with it (default user@host)")
 	reason := fs.String("reason", "", "a note recorded with the rewind")
 	dry := fs.Bool("dry-run", false, "print what would move, write nothing")
-	forward := fs.Bool("forward", false, "with --to TIME, move shards forward past records not read yet, which are then never read (refused without it)")
+	forward := fs.Bool("forward", false, "with --to TIME or a sequence number, move shards forward past records not read yet, which are then never read (refused without it)")
 	err := parse(fs, args, 0)
 	if err == nil {
 		err = checkTarget(&o, true)
@@ -185,6 +185,11 @@ func rewind(ctx context.Context, env Env, o *Options, a rewindArgs) (*RewindRepo
 			if err := checkSequence(ctx, kc, o.Stream, ids[0], where); err != nil {
 				return nil, err
 			}
+			warnings, err := checkSequenceNotForward(ctx, kc, o.Stream, ids[0], v.Shards[ids[0]].Progress.Position, where, a.forward)
+			if err != nil {
+				return nil, err
+			}
+			rep.Warnings = append(rep.Warnings, warnings...)
 		}
 		for _, id := range ids {
 			target[id] = where
@@ -247,6 +252,12 @@ func checkNotForward(ctx context.Context, env Env, o *Options, v streamView, ids
 				id, p, at.Format(time.RFC3339Nano), lag.Error))
 		case lag.OldestUnread != nil && lag.OldestUnread.Before(at):
 			passed = append(passed, fmt.Sprintf("%s (at %v; its oldest record not read yet arrived at %s)", id, p, lag.OldestUnread.Format(time.RFC3339Nano)))
+		case lag.OldestUnread == nil && !lag.Ended && lag.MillisBehindLatest > 0 &&
+			env.Now().Add(-time.Duration(lag.MillisBehindLatest)*time.Millisecond).Before(at):
+			// Empty pages over a gap of the shard: no record seen, but
+			// Kinesis says the position is older than the time.
+			passed = append(passed, fmt.Sprintf("%s (at %v; no record read after it, but Kinesis says it is %s behind its tip: records not read yet may have arrived before the time)",
+				id, p, (time.Duration(lag.MillisBehindLatest)*time.Millisecond).Round(time.Second)))
 		}
 	}
 	if len(passed) == 0 {
@@ -258,6 +269,32 @@ func checkNotForward(ctx context.Context, env Env, o *Options, v streamView, ids
 		return append(warnings, msg+" (--forward)"), nil
 	}
 	return nil, errors.New(msg + ": rewind them to an earlier time, leave them out with --shards, or give --forward to skip those records on purpose")
+}
+
+// checkSequenceNotForward refuses a rewind of shard from its stored
+// position to the sequence position to when records not read yet (the
+// first after from) come before to: they would never be read. With
+// forward it says so in warnings instead.
+func checkSequenceNotForward(ctx context.Context, kc scan.Client, stream, shard string, from, to scan.Position, forward bool) ([]string, error) {
+	if from.Kind == 0 || from.Kind == scan.KindLatest || from.Kind == scan.KindShardEnd {
+		return nil, nil
+	}
+	rec, err := firstRecordAt(ctx, kc, stream, shard, from)
+	if err != nil {
+		return []string{fmt.Sprintf("shard %s: could not tell whether records after its position %v, not read yet, come before %v, which the rewind would pass over: %v", shard, from, to, err)}, nil
+	}
+	if rec == nil || rec.SequenceNumber == nil {
+		return nil, nil
+	}
+	c := scan.CompareSequence(*rec.SequenceNumber, to.Sequence)
+	if c > 0 || (c == 0 && to.Kind == scan.KindAtSequence) {
+		return nil, nil
+	}
+	msg := fmt.Sprintf("--to %v moves shard %s forward from %v, past records not read yet (the first: %s), which would never be read", to, shard, from, *rec.SequenceNumber)
+	if forward {
+		return []string{msg + " (--forward)"}, nil
+	}
+	return nil, errors.New(msg + ": give --forward to skip those records on purpose")
 }
 
 // parseWhere reads --to: a time, TRIM_HORIZON, now, or a position.
