@@ -194,6 +194,8 @@ func CheckRestore(p ShardProgress) error {
 		}
 	}
 	switch end := p.Position.Kind == scan.KindShardEnd; {
+	case p.Position.Kind == 0 && (p.State == StatePendingParent || p.State == StateActive || p.State == StateDraining):
+		return fmt.Errorf("state %v with no position: an open shard is stored with where its reading resumes (a Loader would stop on it)", p.State)
 	case end && p.State != StateCompleted:
 		return fmt.Errorf("position SHARD_END with state %v: only a shard read to its end (COMPLETED) is stored at SHARD_END; its records would be skipped", p.State)
 	case p.State == StateCompleted && !end:

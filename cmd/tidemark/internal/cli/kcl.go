@@ -349,6 +349,8 @@ func importKCLCmd(ctx context.Context, env Env, args []string, stdout, stderr io
 	if err == nil && *at != "" {
 		if a.atTimestamp, err = time.Parse(time.RFC3339Nano, *at); err != nil {
 			err = usagef("--at-timestamp %q: want an RFC 3339 time: %v", *at, err)
+		} else if a.atTimestamp.After(env.Now()) {
+			err = usagef("--at-timestamp %s is in the future: Kinesis refuses it, and records that arrive until then would be passed over (is its zone right?)", *at)
 		}
 	}
 	switch a.initialPosition {

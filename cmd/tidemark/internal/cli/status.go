@@ -92,6 +92,13 @@ func statusCmd(ctx context.Context, env Env, args []string, stdout, stderr io.Wr
 	if err == nil {
 		err = checkTarget(&o, false)
 	}
+	switch {
+	case err != nil:
+	case *wait < 0:
+		err = usagef("--heartbeat-wait %v: want a duration from 0", *wait)
+	case *maxLag < 0:
+		err = usagef("--max-lag %v: want a duration from 0", *maxLag)
+	}
 	if err != nil {
 		return finish("status", err, stderr)
 	}
