@@ -171,6 +171,11 @@ func open(dir string, cfg Config, lock *os.File) (*FileJournal, error) {
 			return nil, err
 		}
 		j.segs = append(j.segs, seg)
+	} else if err := syncDir(dir); err != nil {
+		// The empty newest segment is reused: its name may be the
+		// rename of a createSegment killed before its syncDir, and an
+		// append acknowledged in it must not vanish with the name.
+		return nil, err
 	}
 	cur := j.segs[len(j.segs)-1]
 	f, err := os.OpenFile(cur.path, os.O_WRONLY|os.O_APPEND, 0)
@@ -863,5 +868,11 @@ func truncateFile(path string, size int64) error {
 
 // syncDir fsyncs a directory, making renames and removals in it durable.
 func syncDir(dir string) error {
+	if dirSynced != nil {
+		dirSynced(dir)
+	}
 	return syncPath(dir, "directory ")
 }
+
+// dirSynced, when set (by tests), is told of every syncDir.
+var dirSynced func(dir string)
