@@ -96,6 +96,12 @@ func Repair(dir string) (RepairReport, error) {
 			}
 			continue
 		}
+		// The mark goes first: a Repair stopped after a cut and before
+		// its mark would leave records removed and no mark, and a second
+		// Repair finds nothing to do.
+		if _, err := writeRepairMark(dir, markBefore(st, dmg)); err != nil {
+			return rep, err
+		}
 		if err := cutSegments(st, dmg, stamp, &rep); err != nil {
 			return rep, err
 		}
@@ -114,6 +120,28 @@ func Repair(dir string) (RepairReport, error) {
 func markOf(st *dirState) RepairMark {
 	m := RepairMark{Time: time.Now().UTC(), LastIndex: st.last()}
 	for _, s := range st.segs[st.covered:] {
+		if s.lastWrite != 0 {
+			m.LastWrite = time.Unix(0, s.lastWrite).UTC()
+		}
+	}
+	return m
+}
+
+// markBefore returns the repair mark of st as it will be once dmg is cut:
+// the last record and batch write time of the whole batches before the
+// damage. Records of the damaged batch that the cut keeps are left out, so
+// the mark errs towards an earlier index and time.
+func markBefore(st *dirState, dmg *damage) RepairMark {
+	m := RepairMark{Time: time.Now().UTC()}
+	if st.snap != nil {
+		m.LastIndex = st.snap.index
+	}
+	end := dmg.seg
+	if dmg.cut >= int64(len(segmentMagic)) {
+		end++
+	}
+	for _, s := range st.segs[st.covered:max(end, st.covered)] {
+		m.LastIndex = max(m.LastIndex, s.last)
 		if s.lastWrite != 0 {
 			m.LastWrite = time.Unix(0, s.lastWrite).UTC()
 		}
