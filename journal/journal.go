@@ -29,6 +29,10 @@ var (
 	// journal refuses further writes. Close it and Open it again; Open
 	// recovers what is durable.
 	ErrFailed = errors.New("journal: failed")
+	// ErrNewerFormat is returned by Open, OpenReadOnly and Repair for a
+	// file written in a later format than this build reads: the journal
+	// is not damaged, and Repair does not cut it.
+	ErrNewerFormat = errors.New("journal: written by a newer format")
 	// ErrReadOnly is returned by Append and Snapshot of a journal opened
 	// with [OpenReadOnly].
 	ErrReadOnly = errors.New("journal: opened read-only")

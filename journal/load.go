@@ -213,7 +213,12 @@ func checkSnapshot(s snapshotFile) (*damage, error) {
 		return nil, fmt.Errorf("journal: stat snapshot: %w", err)
 	}
 	var magic [8]byte
-	if _, err := io.ReadFull(f, magic[:]); err != nil || magic != snapshotMagic {
+	_, err = io.ReadFull(f, magic[:])
+	if err == nil && [7]byte(magic[:7]) == [7]byte(snapshotMagic[:7]) && magic[7] > snapshotMagic[7] {
+		return nil, fmt.Errorf("%w: %s at offset 7: snapshot format version %d, this build reads up to %d",
+			ErrNewerFormat, s.path, magic[7], snapshotMagic[7])
+	}
+	if err != nil || magic != snapshotMagic {
 		return bad(0, "not a snapshot file: bad magic")
 	}
 	fr := &frameReader{r: bufio.NewReaderSize(f, 64<<10), off: int64(len(magic)), size: fi.Size()}

@@ -48,6 +48,9 @@ func checkSegment(st *dirState, pos int, isLast bool) (*damage, error) {
 	case len(data) >= len(magic) && magic == segmentMagic:
 	case len(data) >= len(magic) && magic == segmentMagicV1:
 		seg.v1 = true
+	case len(data) >= len(magic) && [7]byte(magic[:7]) == [7]byte(segmentMagic[:7]) && magic[7] > segmentMagic[7]:
+		return nil, fmt.Errorf("%w: %s at offset 7: segment format version %d, this build reads up to %d",
+			ErrNewerFormat, seg.path, magic[7], segmentMagic[7])
 	default:
 		return bad(0, "not a segment file: bad magic")
 	}
