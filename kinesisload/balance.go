@@ -140,10 +140,22 @@ func Weight(rate float64) float64 { return math.Max(rate, RateFloor) }
 // fro. With every shard at the floor the rule is the count rule: steal
 // when the other host holds at least two more shards.
 func PickSteal(mine, theirs float64, shards map[string]float64) string {
+	return PickStealWithin(mine, theirs, shards, RateFloor)
+}
+
+// PickStealWithin is [PickSteal] with a margin of its own instead of
+// RateFloor: a shard of weight w qualifies when w + margin <= theirs -
+// mine. The fleet's coordinator (kinesisload/fleet) takes a margin that
+// grows with the heaviest shard of either host: the minute's average of a
+// busy shard's rate wobbles by more than RateFloor, and the idle shards
+// beside two busy ones would otherwise be handed to and fro. A margin
+// below RateFloor counts as RateFloor.
+func PickStealWithin(mine, theirs float64, shards map[string]float64, margin float64) string {
+	margin = math.Max(margin, RateFloor)
 	spread := theirs - mine
 	best, bestAfter := "", math.Inf(1)
 	for id, w := range shards {
-		if w+RateFloor > spread {
+		if w+margin > spread {
 			continue
 		}
 		after := math.Abs(spread - 2*w)

@@ -529,38 +529,98 @@ func (m *member) decide() {
 	m.mu.Unlock()
 }
 
-// stealByThroughput asks for the shard [kinesisload.PickSteal] picks from
-// the live host of the highest load (as its beat publishes it), by the
-// rates of its shards in its positions.
+// stealByThroughput asks for the shard [kinesisload.PickStealWithin]
+// picks from the live hosts by decreasing load (as their beats publish
+// it), by the rates of their shards in their positions: from the most
+// loaded host from which a steal narrows the spread (the most loaded may
+// hold one hot shard that no steal can move, while the next holds many).
+// It reads one host's positions a round: the next round tries the next
+// host, and a steal starts again from the most loaded.
 func (m *member) stealByThroughput(shards map[string]*shardItem, committed string, now time.Time) {
 	m.mu.Lock()
-	mine := 0.0
+	mine, heaviest := 0.0, kinesisload.RateFloor
 	for id, l := range m.held {
 		if leasable(shards, committed, id) {
-			mine += kinesisload.Weight(l.meter.Rate())
+			w := kinesisload.Weight(l.meter.Rate())
+			mine, heaviest = mine+w, max(heaviest, w)
 		}
 	}
-	victim, most := "", 0.0
-	for _, id := range slices.Sorted(maps.Keys(m.seen)) {
-		if s := m.seen[id]; m.alive(id, now) && s.load > most {
-			victim, most = id, s.load
-		}
+	type host struct {
+		id   string
+		load float64
 	}
-	var theirs []string
+	// A host that balances by count (a fleet changing its BalanceBy)
+	// publishes no load: it counts its shards at the floor, as its
+	// positions' rates (none) say.
+	counted := map[string]float64{}
 	for id, s := range shards {
-		if victim != "" && s.owner == victim && s.handoff == "" && m.offer[id] && leasable(shards, committed, id) {
-			theirs = append(theirs, id)
+		if s.owner != "" && s.owner != m.me && leasable(shards, committed, id) {
+			counted[s.owner] += kinesisload.RateFloor
+		}
+	}
+	var victims []host
+	for id, s := range m.seen {
+		load := s.load
+		if s.by != kinesisload.BalanceByThroughput {
+			load = counted[id]
+		}
+		// A steal moves at least RateFloor, and must leave the spread
+		// narrower by RateFloor.
+		if m.alive(id, now) && load >= mine+2*kinesisload.RateFloor {
+			victims = append(victims, host{id, load})
+		}
+	}
+	slices.SortFunc(victims, func(a, b host) int {
+		if a.load != b.load {
+			if a.load > b.load {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	theirs := map[string][]string{}
+	for id, s := range shards {
+		if s.owner != "" && s.owner != m.me && s.handoff == "" && m.offer[id] && leasable(shards, committed, id) {
+			theirs[s.owner] = append(theirs[s.owner], id)
 		}
 	}
 	m.mu.Unlock()
-	if victim == "" || len(theirs) == 0 || most <= mine {
+	var asked []host
+	for _, v := range victims {
+		if len(theirs[v.id]) > 0 {
+			asked = append(asked, v)
+		}
+	}
+	if len(asked) == 0 {
+		m.stealNext = 0
 		return
 	}
+	v := asked[m.stealNext%len(asked)]
+	id := m.pickFrom(v.id, theirs[v.id], mine, heaviest, shards, committed)
+	if id == "" {
+		m.stealNext++
+		return
+	}
+	m.stealNext = 0
+	if m.request(shards[id]) {
+		m.steal, m.stealAt = id, now
+	}
+}
+
+// pickFrom returns the shard of victim's (theirs: those we may ask for)
+// that [kinesisload.PickStealWithin] picks, by the rates victim published
+// in its positions; "" when none, or when its positions say nothing yet
+// of one of its shards. The margin grows with the heaviest shard of
+// either host (heaviest: ours): a busy shard's rate wobbles, and with the
+// floor alone the idle shards beside two busy ones were handed to and fro
+// for ever (found by a review).
+func (m *member) pickFrom(victim string, theirs []string, mine, heaviest float64, shards map[string]*shardItem, committed string) string {
 	ctx, cancel := m.callCtx()
 	entries, err := m.positionsOf(ctx, victim)
 	cancel()
 	if err != nil {
-		return
+		return ""
 	}
 	// The victim's shards' rates, as it published them under their
 	// current epochs: a shard it took since its last write is not known
@@ -574,18 +634,22 @@ func (m *member) stealByThroughput(shards map[string]*shardItem, committed strin
 		}
 		e, ok := entries[id]
 		if !ok || e.epoch != s.epoch {
-			return
+			return ""
 		}
 		w := kinesisload.Weight(e.rate)
-		theirLoad += w
+		theirLoad, heaviest = theirLoad+w, max(heaviest, w)
 		if slices.Contains(theirs, id) {
 			rates[id] = w
 		}
 	}
-	if id := kinesisload.PickSteal(mine, theirLoad, rates); id != "" && m.request(shards[id]) {
-		m.steal, m.stealAt = id, now
-	}
+	return kinesisload.PickStealWithin(mine, theirLoad, rates, max(kinesisload.RateFloor, heaviest/stealMarginShare))
 }
+
+// stealMarginShare: a steal must narrow the spread by the heaviest
+// shard's weight over this, at least (and at least RateFloor). A
+// minute's average of a busy shard's rate wobbles by about a hundredth of
+// it; a sixteenth is several times that.
+const stealMarginShare = 16
 
 // positionsOf reads host's positions in this generation.
 func (m *member) positionsOf(ctx context.Context, host string) (map[string]posEntry, error) {
@@ -911,11 +975,16 @@ func (m *member) giveUp(was *shardItem) {
 			return nil
 		}
 		p := s.visible(committed)
+		rate := 0.0
 		if orphan && e.epoch == s.epoch {
 			p = kinesisload.MergeProgress(p, kinesisload.ShardProgress{ShardID: s.id, Position: e.pos})
+			rate = e.rate
 		}
 		n := s.with(p, committed)
 		n.owner = ""
+		if m.c.cfg.BalanceBy == kinesisload.BalanceByThroughput && rate > 0 {
+			n.rate = rate // as a lease's release writes it: the asker seeds its meter
+		}
 		return n
 	})
 	if err != nil {

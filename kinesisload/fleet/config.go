@@ -47,9 +47,12 @@ type Config struct {
 	// (the default: each host within one shard of ceil(shards/hosts)) or
 	// [kinesisload.BalanceByThroughput]: each host publishes its load in
 	// its heartbeat and its shards' rates with its positions, and steals
-	// by the rule of [kinesisload.PickSteal]. Every host of a fleet must
-	// use the same value; a host that sees another balance otherwise logs
-	// a warning.
+	// by the rule of [kinesisload.PickStealWithin], with a margin of a
+	// sixteenth of the heaviest shard's rate (at least RateFloor), from
+	// the most loaded host it can narrow the spread with. Every host of a
+	// fleet must use the same value; a host that sees another balance
+	// otherwise logs a warning (and weighs a host balancing by count at
+	// RateFloor a shard).
 	BalanceBy kinesisload.BalanceBy
 
 	// CheckpointInterval is how often the positions the Loader commits

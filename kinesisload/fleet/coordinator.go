@@ -146,6 +146,7 @@ type seen struct {
 	counter, changes uint64
 	left             bool
 	load             float64
+	by               kinesisload.BalanceBy
 	raw              string // the entry as stored
 	at               time.Time
 }
@@ -282,6 +283,10 @@ type member struct {
 	// Balance state, touched by the balance round only.
 	steal   string
 	stealAt time.Time
+	// stealNext is the index, among the hosts a throughput steal may ask
+	// (most loaded first), of the one whose positions the next round
+	// reads.
+	stealNext int
 }
 
 func (m *member) beatLoop() {

@@ -228,12 +228,12 @@ func (m *member) observe(r roster) {
 			case s.changes != b.changes:
 				m.noteChanges(s.changes, b)
 			}
-			m.seen[id] = seen{counter: b.counter, changes: b.changes, left: b.left, load: b.load, raw: r.raw[id], at: at}
+			m.seen[id] = seen{counter: b.counter, changes: b.changes, left: b.left, load: b.load, by: b.by, raw: r.raw[id], at: at}
 		} else {
 			if s.changes != b.changes {
 				m.noteChanges(s.changes, b)
 			}
-			s.changes, s.load, s.raw = b.changes, b.load, r.raw[id]
+			s.changes, s.load, s.by, s.raw = b.changes, b.load, b.by, r.raw[id]
 			m.seen[id] = s
 		}
 		if b.by != m.c.cfg.BalanceBy && !b.left && !m.warned[id] {
