@@ -561,6 +561,11 @@ func checkSchema(d *types.TableDescription) error {
 	if hash != keyStream || rng != keyItem {
 		return fmt.Errorf("its key is %q + %q", hash, rng)
 	}
+	for _, a := range d.AttributeDefinitions {
+		if n := aws.ToString(a.AttributeName); (n == keyStream || n == keyItem) && a.AttributeType != types.ScalarAttributeTypeS {
+			return fmt.Errorf("its key attribute %q is of type %s, not S", n, a.AttributeType)
+		}
+	}
 	return nil
 }
 

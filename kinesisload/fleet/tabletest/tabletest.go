@@ -62,6 +62,11 @@ var cases = []suiteCase{
 	{"ConditionalWritesSerialise", testPutConcurrent},
 	{"LargeMap", testLargeMap},
 	{"CancelledIsUnknown", testCancelled},
+	{"SetEntryRefusedOnAbsentItemCreatesNothing", testSetEntryRefusedAbsent},
+	{"SetEntryRefusedOnItemWithoutMapChangesNothing", testSetEntryRefusedNoMap},
+	{"QueryReadsEveryPage", testQueryPages},
+	{"PutReturnsTheItemAsStored", testPutReturns},
+	{"EveryCallOnAnEndedContextIsUnknown", testCancelledAll},
 }
 
 func must(t *testing.T, what string, err error) {
