@@ -74,4 +74,15 @@
 //   - [github.com/tidemark/tidemark/scan]: positions and the resolver.
 //   - [github.com/tidemark/tidemark/journal]: the durable write-ahead
 //     journal that holds every decision.
+//   - [github.com/tidemark/tidemark/kinesisload/fleet]: the fleet protocol
+//     (leases, heartbeats, the shared progress) over a small Table
+//     interface, its memory table and conformance suite.
+//   - [github.com/tidemark/tidemark/kinesisload/sinktest]: the Sink
+//     conformance suite and an exactly-once in-memory Sink.
+//   - [github.com/tidemark/tidemark/kinesisload/coordtest]: an in-memory
+//     fleet for your tests.
+//   - Modules of their own, so that the core needs none of their
+//     dependencies: kinesisload/dynamo (the fleet on DynamoDB),
+//     kinesisload/pgsink (a PostgreSQL Sink), kinesisload/kotel
+//     (OpenTelemetry metrics) and cmd/tidemark (the operator's command).
 package tidemark

@@ -320,6 +320,8 @@ type LeaseLostError struct {
 	Reason string
 }
 
+// Error names the stream, the shard (or the initialisation lock), the
+// epoch and why the lease was lost.
 func (e *LeaseLostError) Error() string {
 	what := "shard " + e.Shard
 	if e.Shard == "" {

@@ -175,9 +175,10 @@
 //
 // # The guarantee
 //
-// Once initialisation has been journaled, every record that arrives in a
-// shard after that shard's resolved start is delivered to the Sink at least
-// once, in shard order, and a parent's records are all delivered and
+// From the first Run's first durable write (T0 with the stream's identity;
+// see the tidemark package and docs/guarantee.md), every record that
+// arrives in a shard after that shard's resolved start is delivered to the
+// Sink at least once, in shard order, and a parent's records are all delivered and
 // committed before any of its children's. A record is delivered again only
 // if the process stopped between the Sink's acceptance and the durable
 // commit. With a [TransactionalSink], which stores each batch's checkpoint
@@ -248,9 +249,10 @@
 // Sink must not assume per-key order across shards for such records.
 //
 // An aggregate is never split across batches: the Loader hands every page
-// read to the Sink as one batch, so every Checkpoint is after a whole
-// Kinesis record, and a restart never repeats or skips part of an
-// aggregate.
+// read to the Sink as one batch, or, with MaxBatchRecords, MaxBatchBytes or
+// MaxBatchWait set, gathers whole pages into windows, so every Checkpoint
+// is after a whole Kinesis record, and a restart never repeats or skips
+// part of an aggregate.
 //
 // # Tests
 //

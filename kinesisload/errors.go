@@ -179,9 +179,10 @@ type MissingShardError struct {
 	Shards []string
 }
 
+// Error names the stream and the missing shards.
 func (e *MissingShardError) Error() string {
 	return fmt.Sprintf("kinesisload: stream %s: shards %s are listed by Kinesis and were in the fleet's table, but their progress is gone from it (deleted by hand?): "+
-		"no host would read them again, and no TransactionalSink holds their checkpoints; restore them from an export (tidemark import) or a backup of the table, then run again",
+		"no host would read them again, and no TransactionalSink holds their checkpoints; restore them from an export (tidemark import --missing) or a backup of the table, then run again",
 		e.Stream, strings.Join(e.Shards, ", "))
 }
 

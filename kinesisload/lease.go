@@ -38,6 +38,7 @@ const (
 
 var acquireNames = [...]string{"unknown", "initial", "unowned", "expired", "handoff", "reclaimed"}
 
+// String returns the reason's name, as logs and JSON show it.
 func (r AcquireReason) String() string { return reasonName(acquireNames[:], uint8(r), "AcquireReason") }
 
 // MarshalText implements [encoding.TextMarshaler]: the name of
@@ -84,6 +85,7 @@ const (
 
 var lostNames = [...]string{"unknown", "commit_refused", "self_fenced", "expired", "released", "started_over", "sink_fenced"}
 
+// String returns the reason's name, as logs and JSON show it.
 func (r LostReason) String() string { return reasonName(lostNames[:], uint8(r), "LostReason") }
 
 // MarshalText implements [encoding.TextMarshaler]: the name of
@@ -115,6 +117,7 @@ const (
 
 var handoffNames = [...]string{"unknown", "rebalance", "close", "pause", "stop"}
 
+// String returns the reason's name, as logs and JSON show it.
 func (r HandoffReason) String() string { return reasonName(handoffNames[:], uint8(r), "HandoffReason") }
 
 // MarshalText implements [encoding.TextMarshaler]: the name of

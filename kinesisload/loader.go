@@ -24,7 +24,7 @@ import (
 const ownResolverQueue = 1 << 20
 
 // Loader loads one Kinesis stream into a [Sink]. Create it with [New], run
-// it with [Run], stop it with [Loader.Close].
+// it with [Loader.Run], stop it with [Loader.Close].
 type Loader struct {
 	cfg   Config
 	opt   options

@@ -89,6 +89,7 @@ type ShardsFencedError struct {
 	Err error
 }
 
+// Error names the fenced shards.
 func (e *ShardsFencedError) Error() string {
 	msg := fmt.Sprintf("kinesisload: stream %s: shards %s: delivered under lost leases (stored under newer epochs)", e.Stream, strings.Join(e.Shards, ", "))
 	if e.Err != nil {

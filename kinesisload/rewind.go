@@ -295,6 +295,7 @@ type RewindError struct {
 	Checkpoint scan.Position
 }
 
+// Error names the stream, the shard, the rewind and the Sink's checkpoint.
 func (e *RewindError) Error() string {
 	return fmt.Sprintf("kinesisload: stream %s: shard %s was rewound to %v (rewind %s by %s at %s), but the transactional sink's checkpoint of it is %v, further along, "+
 		"and the sink's checkpoints are its truth: set the sink's checkpoint of stream %s shard %s to %v (or delete it), or make the sink a kinesisload.Rewinder, then run again",

@@ -28,6 +28,7 @@ type StuckError struct {
 	Cause error
 }
 
+// Error names the stream, the stuck shards and the hard stop's cause.
 func (e *StuckError) Error() string {
 	return fmt.Sprintf("kinesisload: stream %s: shard %s did not stop within %v of the hard stop (%v): a Sink's Deliver or a hook ignores its context; "+
 		"Run returned without waiting and commits nothing more for it", e.Stream, strings.Join(e.Shards, ", "), stuckGrace, e.Cause)
@@ -61,6 +62,7 @@ func newPanicError(where string, v any) *PanicError {
 	return &PanicError{Where: where, Value: v, Stack: debug.Stack()}
 }
 
+// Error names where the panic was, its value and the stack.
 func (e *PanicError) Error() string {
 	return fmt.Sprintf("kinesisload: %s panicked: %v\n%s", e.Where, e.Value, e.Stack)
 }

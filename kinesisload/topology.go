@@ -28,6 +28,7 @@ type ParentAfterChildError struct {
 	Parent, Child string
 }
 
+// Error names the parent and the child read before it.
 func (e *ParentAfterChildError) Error() string {
 	return fmt.Sprintf("kinesisload: stream %s: shard %s would be read after its descendant %s was read, delivering a parent's records after its child's; "+
 		"to skip %s's remaining records set Config.Shards[%s] = SHARD_END, or to deliver them out of order add %s to Config.OutOfOrderShards",

@@ -68,6 +68,7 @@ const (
 
 var windowNames = [...]string{"unknown", "records", "bytes", "wait", "budget", "shard_end", "stop"}
 
+// String returns the reason's name, as logs and JSON show it.
 func (r WindowReason) String() string { return reasonName(windowNames[:], uint8(r), "WindowReason") }
 
 // MarshalText implements [encoding.TextMarshaler]: the name of

@@ -52,6 +52,7 @@ func (s Spec) fleet() bool { return s.Hosts > 0 }
 
 func (s Spec) slots() int { return max(s.Hosts, 1) }
 
+// String describes the system a seed built, as the trace's first line.
 func (s Spec) String() string {
 	mode := "single host, file journal"
 	if s.fleet() {
@@ -109,6 +110,7 @@ const (
 var kindNames = [...]string{"put", "put-kpl", "split", "merge", "scale", "start", "kill", "kill-at", "stop",
 	"pause", "clock-step", "table-fault", "kinesis-fault", "sink-fault", "recreate", "hand-edit", "rewind"}
 
+// String names the kind of event.
 func (k Kind) String() string { return kindNames[k] }
 
 // Event is one step of a schedule.
@@ -136,6 +138,7 @@ type Change struct {
 	Start *scan.Position
 }
 
+// String describes the change of configuration a start makes.
 func (c *Change) String() string {
 	if c == nil {
 		return ""
@@ -156,6 +159,7 @@ func (c *Change) String() string {
 	return strings.Join(parts, ", ")
 }
 
+// String describes the event, as the trace shows it.
 func (e Event) String() string {
 	s := fmt.Sprintf("%8.3fs %-13s", e.At.Seconds(), e.Kind)
 	switch e.Kind {

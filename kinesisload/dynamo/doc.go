@@ -67,10 +67,14 @@
 // its shards moved, one PutItem of each chunk of up to 1,000 shards (about
 // 100 bytes a shard) in a partition of its own, so that the stream's
 // partition key carries only the heartbeats and the lease moves. Reads:
-// none in a round when no host changed anything; one Query of the
-// stream's partition by each host after a change (a lease move, a state
-// advanced, a shard added) and once per ResyncInterval (default 30 s);
-// one Query of a dead host's positions when its shards are taken.
+// none in a round when no host changed anything (the heartbeat's answer
+// is the roster); after a change (a lease move, a state advanced, a shard
+// added), a GetItem of each shard item the changing host's roster entry
+// names, or a Query of the stream's partition when the hint does not
+// cover it; a Query of the partition once per ResyncInterval (default
+// 30 s) and for the Loader's listing; one Query of a dead host's
+// positions when its shards are taken (docs/fleet.md, "What a round
+// reads").
 // BENCHMARKS.md has the figures and the model at 10,000 shards and 50
 // hosts.
 package dynamo

@@ -24,9 +24,13 @@
 // shards open at the trim horizon; a sequence number that is not of this
 // shard is refused with *types.InvalidArgumentException; throughput limits
 // are enforced (switch them off with [WithoutLimits]). Unlike Kinesis,
-// streams are ACTIVE at once, never CREATING or UPDATING. Not modelled:
-// enhanced fan-out, encryption, tags, ListStreams and DescribeStream,
-// on-demand capacity, and the control-plane rate limits.
+// streams are ACTIVE at once, never CREATING or UPDATING. Enhanced fan-out
+// is modelled (RegisterStreamConsumer, SubscribeToShard and its event
+// stream; see [Fake]). Not modelled: encryption, tags, ListStreams and
+// DescribeStream, on-demand capacity, and the control-plane rate limits.
 //
-// The fake starts no goroutines. Every method is safe for concurrent use.
+// The fake starts a goroutine per fan-out subscription (it ends with the
+// subscription), and none otherwise. Every method is safe for concurrent
+// use. A program (not a test) makes a stream with CreateStream and
+// [WaitActive]; [NewStream] is the shorthand for tests.
 package kinesistest
