@@ -29,6 +29,7 @@ import (
 // different shards, and must not block. A panic is recovered and treated
 // like an error.
 type Decoder interface {
+	// Decode appends the user records of r to dst (see above).
 	Decode(dst []Record, r Record) ([]Record, error)
 }
 

@@ -124,6 +124,8 @@ type Batch struct {
 // history again instead). Keep the journal on durable storage, or use a
 // [TransactionalSink].
 type Sink interface {
+	// Deliver stores b; nil means the destination holds it durably, and
+	// the Loader may commit past it. See above for what its errors mean.
 	Deliver(ctx context.Context, b Batch) error
 }
 

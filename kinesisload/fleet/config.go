@@ -90,11 +90,13 @@ type Config struct {
 	Logger *slog.Logger
 
 	// Clock, if set, is the host's monotonic clock (only differences of
-	// its readings are used), for tests that drive time by hand; with
-	// ManualRounds the rounds run only when [Coordinator.Round] is
-	// called, not on tickers. Both are for deterministic tests and
-	// simulations; leave them unset otherwise.
-	Clock        func() time.Time
+	// its readings are used), for tests that drive time by hand. For
+	// deterministic tests and simulations; leave it unset otherwise.
+	Clock func() time.Time
+
+	// ManualRounds makes the rounds run only when [Coordinator.Round] is
+	// called, not on tickers. For deterministic tests and simulations;
+	// leave it unset otherwise.
 	ManualRounds bool
 }
 
