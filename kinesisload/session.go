@@ -63,6 +63,11 @@ type session struct {
 	// t0 is the T0 of this Run's start-up once taken, kept across its
 	// attempts (see startTime); zero once the start-up is saved.
 	t0 time.Time
+	// startedFresh is true when this initialisation attempt's keepStart
+	// made the pending T0 (none was pending): every checkpoint the Sink
+	// holds then predates it, so none is a start batch stored at it (see
+	// continueFirstRun).
+	startedFresh bool
 
 	// commit guards the consume loops' saves against sealed: once set,
 	// Run has given up on stuck loops, and nothing more is saved.
@@ -185,6 +190,7 @@ func initTransient(err error) bool {
 func (s *session) initialise(ctx context.Context) (*topology, error) {
 	l, stream := s.l, s.l.cfg.Stream
 	began := time.Now()
+	s.startedFresh = false
 	// Before anything is loaded or stored: the progress must be this
 	// stream's (or is archived here, when the stream was re-created and
 	// Config.OnStreamRecreated says start over).
@@ -331,7 +337,7 @@ func (s *session) continueFirstRun(ctx context.Context, t *topology, storeFirst 
 		}
 		return &RunError{Stream: s.l.cfg.Stream, Op: "LoadStart", Kind: ErrJournal, Err: fmt.Errorf("loading the pending start time: %w", err)}
 	}
-	if pending {
+	if pending && !s.startedFresh {
 		// Nothing was read before the first start-up published: the
 		// Sink's checkpoints are where reading starts.
 		t.initial = true
@@ -446,6 +452,19 @@ func (s *session) resolve(ctx context.Context, pending []string) (results []scan
 		mark := m.repairMark()
 		if results, err = rewindAfterRepair(stream, pending, mark); err != nil {
 			return nil, time.Time{}, stopError(stream, "", "Load", ErrJournal, err)
+		}
+		// A pending T0 that survived the repair was written before every
+		// lost decision of this stream: never start after it.
+		if ss, ok := s.store.(StartStore); ok {
+			t0, pendingT0, err := ss.LoadStart(ctx, stream)
+			if err != nil {
+				return nil, time.Time{}, stopError(stream, "", "LoadStart", ErrJournal, fmt.Errorf("loading the start time: %w", err))
+			}
+			if at := scan.AtTimestamp(t0); pendingT0 && len(results) > 0 && at.Timestamp.Before(results[0].Position.Timestamp) {
+				for i := range results {
+					results[i].Position = at
+				}
+			}
 		}
 		l.log.Warn("the journal was repaired: starting the shards to resolve before its last surviving write instead",
 			"shards", len(pending), "last_write", mark.LastWrite, "rewind", RepairRewind)
@@ -1051,10 +1070,15 @@ func (s *session) keepStart(ctx context.Context, t0 time.Time) error {
 		}
 		return nil
 	}
+	_, had, err := ss.LoadStart(ctx, stream)
+	if err != nil {
+		return stopError(stream, "", "LoadStart", ErrJournal, fmt.Errorf("loading the start time: %w", err))
+	}
 	got, err := ss.SaveStart(ctx, stream, t0)
 	if err != nil {
 		return stopError(stream, "", "SaveStart", ErrJournal, fmt.Errorf("saving the start time: %w", err))
 	}
+	s.startedFresh = !had
 	s.t0 = got
 	s.l.log.Info("start time", "t0", got, "journaled", true)
 	return nil
