@@ -182,8 +182,16 @@ func initTransient(err error) bool {
 	if errors.As(err, &re) && re.Kind != ErrKinesis {
 		return false
 	}
-	return kerr.IsRetryable(err) || kerr.IsExpiredIterator(err)
+	return kerr.IsRetryable(err) || kerr.IsExpiredIterator(err) || errors.Is(err, errResolverBusy) || errors.Is(err, errShardExpired)
 }
+
+// errShardExpired marks a start-up whose scan found a shard listed closed
+// gone (expired by retention since the listing).
+var errShardExpired = errors.New("a closed shard expired while it was resolved")
+
+// errResolverBusy marks a batch refused by a shared Resolver whose queue is
+// full of other batches only for the moment: the batch itself fits.
+var errResolverBusy = errors.New("the resolver's queue is busy with other batches")
 
 // initialise builds the topology, resolves every LATEST into a concrete
 // position and saves the batch as one atomic step, before any shard is read.
@@ -263,6 +271,14 @@ func (s *session) initialise(ctx context.Context) (*topology, error) {
 	if len(pending) > 0 {
 		var results []scan.ShardResult
 		if results, t0, err = s.resolve(ctx, pending); err != nil {
+			// A shard listed closed that is gone now expired by
+			// retention meanwhile: it had nothing at or after T0. Start
+			// over; the next listing no longer has it.
+			if re, ok := errors.AsType[*RunError](err); ok && re.Shard != "" && errorIsNotFound(err) {
+				if n := t.nodes[re.Shard]; n != nil && n.closed {
+					return nil, &RunError{Stream: stream, Shard: re.Shard, Op: re.Op, Kind: ErrKinesis, Err: fmt.Errorf("%w: %w", errShardExpired, re.Err)}
+				}
+			}
 			return nil, err
 		}
 		for _, r := range results {
@@ -482,6 +498,9 @@ func (s *session) resolve(ctx context.Context, pending []string) (results []scan
 			var se *scan.ShardError
 			if errors.As(err, &se) {
 				shard = se.Shard
+			}
+			if errors.Is(err, scan.ErrQueueFull) && len(pending) <= s.resolver.Config().QueueSize {
+				err = fmt.Errorf("%w: %w", errResolverBusy, err)
 			}
 			return nil, time.Time{}, &RunError{Stream: stream, Shard: shard, Op: "Resolve", Kind: ErrKinesis, Err: fmt.Errorf("initialisation: %w", err)}
 		}
