@@ -379,7 +379,10 @@ func (s *shardScan) readToTip(ctx context.Context, start Position, limit int32, 
 		if n := len(recs); n > 0 {
 			rec := &recs[n-1]
 			if rec.SequenceNumber == nil {
-				return record{}, false, false, fmt.Errorf("GetRecords returned a record without a sequence number")
+				return record{}, false, false, fmt.Errorf("%w: GetRecords returned a record without a sequence number", kerr.ErrOddAnswer)
+			}
+			if err := ValidateSequence(*rec.SequenceNumber); err != nil {
+				return record{}, false, false, fmt.Errorf("%w: GetRecords returned a record with a sequence number that is not one: %w", kerr.ErrOddAnswer, err)
 			}
 			last = record{seq: *rec.SequenceNumber}
 			if rec.ApproximateArrivalTimestamp != nil {
