@@ -236,11 +236,20 @@ func (s *session) deliverRetrying(ctx context.Context, b Batch, ls Lease) (attem
 			// would hold. A timeout is retried as any refusal.
 			dctx, cancel = context.WithTimeout(ctx, l.cfg.CallTimeout)
 		}
-		err = deliverSafely(dctx, l.cfg.Sink, b)
+		if ls == nil {
+			// Not in a consume loop, whose stuck Deliver drain gives up
+			// on: given up here after a hard stop.
+			err = s.abandonable(b.ShardID, "Deliver", func() error { return deliverSafely(dctx, l.cfg.Sink, b) })
+		} else {
+			err = deliverSafely(dctx, l.cfg.Sink, b)
+		}
 		cancel()
 		l.deliveries.release(slot)
 		if err == nil {
 			return attempts, nil
+		}
+		if isStuck(err) {
+			return attempts, err
 		}
 		if errors.Is(err, ErrLeaseLost) {
 			// The Sink holds the shard under a newer epoch: no retry

@@ -364,7 +364,10 @@ func (s *session) establishIdentity(ctx context.Context) error {
 		return stopError(stream, "", "DescribeStreamSummary", ErrStreamMismatch, &StreamMismatchError{Stream: stream, Stored: stored, Current: cur})
 	default:
 		if l.tx != nil {
-			cps, err := l.tx.Checkpoints(ctx, stream)
+			cps, err := s.checkpoints(ctx, stream)
+			if isStuck(err) {
+				return err
+			}
 			if err != nil {
 				return fmt.Errorf("kinesisload: stream %s: loading the sink's checkpoints: %w", stream, err)
 			}

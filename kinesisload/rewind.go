@@ -420,9 +420,12 @@ func (s *session) leaseRewound(ctx context.Context, t *topology, ls Lease) (sett
 	stream := t.stream
 	if s.l.tx != nil {
 		cctx, cancel := context.WithTimeout(ctx, s.l.cfg.CallTimeout)
-		cps, err := s.l.tx.Checkpoints(cctx, stream)
+		cps, err := s.checkpoints(cctx, stream)
 		cancel()
 		if err != nil {
+			if isStuck(err) {
+				return false, false, err
+			}
 			if ctx.Err() != nil {
 				return false, false, ctx.Err()
 			}

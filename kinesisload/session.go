@@ -69,6 +69,9 @@ type session struct {
 	// continueFirstRun).
 	startedFresh bool
 
+	// hard is the session's hard context (see abandonable).
+	hard context.Context
+
 	// commit guards the consume loops' saves against sealed: once set,
 	// Run has given up on stuck loops, and nothing more is saved.
 	commit sync.RWMutex
@@ -111,6 +114,7 @@ func (s *session) run(gctx, hctx context.Context, stop context.CancelFunc) error
 	// Each session checks the identity it establishes: the previous
 	// session's checks (a mismatch it stopped for) are not this one's.
 	s.gate = identityGate{}
+	s.hard = hctx
 	m, err := s.coord.Join(gctx, stream)
 	if err != nil {
 		if gctx.Err() != nil && errors.Is(err, gctx.Err()) {
@@ -400,9 +404,12 @@ func (s *session) sinkProgress(ctx context.Context, stored map[string]ShardProgr
 	// Under a deadline: in a fleet this runs under the initialisation
 	// lock, which a call that never returns would hold.
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
-	cps, err := l.tx.Checkpoints(cctx, stream)
+	cps, err := s.checkpoints(cctx, stream)
 	cancel()
 	if err != nil {
+		if isStuck(err) {
+			return nil, nil, nil, err
+		}
 		if ctx.Err() != nil {
 			return nil, nil, nil, ctx.Err()
 		}
@@ -1044,8 +1051,11 @@ func (s *session) recoverMissing(ctx context.Context, t *topology, missing []str
 	if s.l.tx != nil {
 		cctx, cancel := context.WithTimeout(ctx, s.l.cfg.CallTimeout)
 		var err error
-		cps, err = s.l.tx.Checkpoints(cctx, t.stream)
+		cps, err = s.checkpoints(cctx, t.stream)
 		cancel()
+		if isStuck(err) {
+			return err
+		}
 		if err != nil && ctx.Err() == nil {
 			return stopError(t.stream, missing[0], "Checkpoints", ErrSink, fmt.Errorf("loading the sink's checkpoints to recover shards missing from the fleet's table: %w", err))
 		}
@@ -1240,7 +1250,7 @@ func (s *session) storeStartWave(ctx context.Context, batches []Batch) error {
 		})
 	}
 	if err := g.Wait(); err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !isStuck(err) {
 			return ctx.Err()
 		}
 		return err
@@ -1307,7 +1317,7 @@ func (s *session) sinkCheckpoints(ctx context.Context, leases []Lease) map[strin
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.CallTimeout)
 	defer cancel()
-	cps, err := l.tx.Checkpoints(cctx, l.cfg.Stream)
+	cps, err := s.checkpoints(cctx, l.cfg.Stream)
 	if err != nil {
 		if ctx.Err() == nil { // not stopping (a call that timed out is logged)
 			l.log.Warn("loading the sink's checkpoints for the leases acquired; resuming from the fleet's progress", "err", err)

@@ -1,10 +1,14 @@
 package kinesisload
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/tidemark/tidemark/scan"
 )
 
 // stuckGrace is how long Run waits, after a hard stop (its context ended,
@@ -73,4 +77,66 @@ func (e *PanicError) Unwrap() []error {
 		return []error{ErrPanicked, err}
 	}
 	return []error{ErrPanicked}
+}
+
+// abandonable runs fn, a call of the Sink made outside the consume loops
+// (during initialisation or scheduling, on Run's goroutine, where drain's
+// grace does not reach), so that a hard stop is not held up by a call that
+// ignores its context: once the session's hard context has ended, fn has
+// stuckGrace to return; then abandonable returns a [*RunError] wrapping a
+// [*StuckError] (shard may be empty) and leaves fn running. A panic of fn
+// is recovered as a [*PanicError].
+func (s *session) abandonable(shard, op string, fn func() error) error {
+	res := make(chan error, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				res <- newPanicError("the sink", r)
+			}
+		}()
+		res <- fn()
+	}()
+	var hard <-chan struct{}
+	if s.hard != nil {
+		hard = s.hard.Done()
+	}
+	select {
+	case err := <-res:
+		return err
+	case <-hard:
+	}
+	t := time.NewTimer(stuckGrace)
+	defer t.Stop()
+	select {
+	case err := <-res:
+		return err
+	case <-t.C:
+	}
+	stream := s.l.cfg.Stream
+	var shards []string
+	if shard != "" {
+		shards = []string{shard}
+	}
+	s.l.log.Error("a call of the sink did not return after the hard stop; giving up on it", "shard", shard, "op", op, "grace", stuckGrace)
+	return &RunError{Stream: stream, Shard: shard, Op: op, Kind: ErrSink, Err: &StuckError{Stream: stream, Shards: shards}}
+}
+
+// checkpoints calls the TransactionalSink's Checkpoints through abandonable.
+func (s *session) checkpoints(ctx context.Context, stream string) (map[string]scan.Position, error) {
+	var got map[string]scan.Position
+	err := s.abandonable("", "Checkpoints", func() error {
+		var err error
+		got, err = s.l.tx.Checkpoints(ctx, stream)
+		return err
+	})
+	if err != nil {
+		return nil, err // got is not read: fn may still be running
+	}
+	return got, nil
+}
+
+// isStuck reports whether err says a call was given up after a hard stop.
+func isStuck(err error) bool {
+	_, ok := errors.AsType[*StuckError](err)
+	return ok
 }
