@@ -344,7 +344,16 @@ func digest(shards map[string]*shardItem, committed string) uint64 {
 func leasable(shards map[string]*shardItem, committed string, id string) bool {
 	s := shards[id]
 	p := s.visible(committed)
-	return p.State != kinesisload.StateCompleted && !parentOpen(shards, committed, p)
+	return !pendingOnly(p) && p.State != kinesisload.StateCompleted && !parentOpen(shards, committed, p)
+}
+
+// pendingOnly reports whether p, an item's progress as the committed batch
+// shows it, is empty: the item holds only the pending progress of an
+// initialisation that has not committed (or of another than the one in
+// force). Load skips it, and no host takes it: nothing in it says where to
+// resume (found by the simulation, seed 8047263).
+func pendingOnly(p kinesisload.ShardProgress) bool {
+	return p.State == 0 && p.Position.Kind == 0 && len(p.Parents) == 0
 }
 
 // parentOpen reports whether a parent of p has an item in shards that is

@@ -1518,3 +1518,36 @@ func TestTheStoreOfACommittedStartUpSaysStartedAfterTheInitItemIsDeleted(t *test
 		t.Error("Started = false for a fleet whose initialisation this host read committed")
 	}
 }
+
+// A shard item that only an initialisation not committed wrote (its
+// progress pending under that initialisation's token: the init item had
+// been deleted by hand, and a second initialisation was killed after
+// writing it) holds nothing a host of the committed batch can resume
+// from. A host took it nonetheless, and its release wrote the state it
+// committed without a position: every Loader that loaded the shard then
+// stopped on it ("start position: invalid position"), for ever (found by
+// the simulation, seed 8047263). Such an item is invisible, as Load
+// skips it: no host takes it.
+func TestAnItemOnlyAnUncommittedInitialisationWroteIsNotTaken(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	a := w.host("a")
+	w.seed(a, 1)
+	ctx := context.Background()
+	pending := fleet.Item{Partition: "s", Key: "shard#x",
+		Fields: map[string]string{"prog": `{"id":"x"}`, "base": "946771900", "epoch": "946771900"},
+		Maps:   map[string]map[string]string{"pend": {"0123456789abcdef": `{"id":"x","state":"ACTIVE","pos":"TRIM_HORIZON"}`}}}
+	if _, err := w.table.Put(ctx, pending); err != nil {
+		t.Fatal(err)
+	}
+	w.advance(3 * w.cfg.LeaseDuration) // a reads the partition again
+	for range 10 {
+		ls, err := a.m.Acquire(ctx, []string{"x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ls) > 0 {
+			t.Fatalf("a took x at %v: an item pending under an initialisation not committed has no progress to resume from", ls[0].Progress())
+		}
+		w.advance(w.cfg.RenewInterval)
+	}
+}

@@ -112,8 +112,8 @@ func (st sharedStore) Load(ctx context.Context, stream string) (map[string]kines
 	out := map[string]kinesisload.ShardProgress{}
 	for id, s := range shards {
 		p := s.visible(committed)
-		if p.State == 0 && p.Position.Kind == 0 && len(p.Parents) == 0 {
-			continue // pending only: invisible
+		if pendingOnly(p) {
+			continue // invisible
 		}
 		if st.m.unreadChildOfOpenParent(shards, committed, s, p) {
 			p.State = kinesisload.StatePendingParent
