@@ -675,8 +675,12 @@ func (w *world) startProc(s *slot, ch *Change) {
 	s.n++
 	p := &proc{w: w, slot: s, name: fmt.Sprintf("h%d.%d", s.i, s.n), done: make(chan struct{}), kills: s.kills}
 	s.kills = nil
-	if w.spec.fleet() && (s.host == "" || w.chance(0.5)) {
-		s.host = fmt.Sprintf("h%d-%d", s.i, s.n) // a new host ID; else the restarted process keeps its name
+	// A new host ID, or else the restarted process keeps its name; but
+	// not while the previous process still stops (its Close may yet
+	// Leave, marking the name left): a HostID is unique among the hosts
+	// running at once (docs/fleet.md; seed 249110586).
+	if w.spec.fleet() && (s.host == "" || w.chance(0.5) || (s.cur != nil && s.cur.isStopping() && !isDone(s.cur))) {
+		s.host = fmt.Sprintf("h%d-%d", s.i, s.n)
 	}
 	p.host = s.host
 	ctx, cancel := context.WithCancel(context.Background())
@@ -1573,16 +1577,31 @@ func (w *world) checkBeats() {
 	if !done {
 		return // reported as missing records
 	}
+	// Each host's entry in the roster of the latest generation it has
+	// one in: a host whose session is still in an earlier generation
+	// (it finds the start-over at its next read of the identity, within
+	// ResyncInterval) beats there (seed 249151663).
 	counters := func() map[string]string {
-		part := w.latestPartition()
-		it, err := w.table.Get(context.Background(), part, "roster")
-		if err != nil {
-			return nil
-		}
-		out := map[string]string{"": part}
-		for host, v := range it.Maps["beats"] {
-			if f := strings.Fields(v); len(f) > 0 {
-				out[host] = f[0] // c=<counter>
+		latest := w.latestPartition()
+		out := map[string]string{"": latest}
+		gens := map[string]int{}
+		for _, part := range w.table.Partitions() {
+			gen := 0
+			if part != stream {
+				if _, err := fmt.Sscanf(part, stream+"#gen%d", &gen); err != nil || strings.Contains(part, "#pos#") {
+					continue
+				}
+			}
+			it, err := w.table.Get(context.Background(), part, "roster")
+			if err != nil {
+				continue
+			}
+			for host, v := range it.Maps["beats"] {
+				if f := strings.Fields(v); len(f) > 0 {
+					if g, ok := gens[host]; !ok || gen > g {
+						gens[host], out[host] = gen, fmt.Sprintf("%s %s", part, f[0]) // c=<counter>
+					}
+				}
 			}
 		}
 		return out
@@ -1649,4 +1668,14 @@ func (w *world) result() Result {
 		r.Done = w.ledger.done.Sub(w.start)
 	}
 	return r
+}
+
+// isDone reports whether p's Run has returned and p is cleaned up.
+func isDone(p *proc) bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
 }
