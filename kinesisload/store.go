@@ -1,11 +1,13 @@
 package kinesisload
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -193,8 +195,8 @@ func (s *JournalStore) replay(ctx context.Context) error {
 	err := s.j.Replay(ctx, func(e journal.Entry) error {
 		if e.Snapshot {
 			var snap storeSnapshot
-			if err := json.Unmarshal(e.Data, &snap); err != nil {
-				return fmt.Errorf("%w: snapshot at index %d: %v", ErrStoreCorrupt, e.Index, err)
+			if err := strictUnmarshal(e.Data, &snap); err != nil {
+				return fmt.Errorf("%w: snapshot at index %d: %v%s", ErrStoreCorrupt, e.Index, err, newerHint(err))
 			}
 			if snap.Streams != nil {
 				fresh.streams = snap.Streams
@@ -212,8 +214,8 @@ func (s *JournalStore) replay(ctx context.Context) error {
 			fresh.lastSnap = e.Index
 		} else {
 			var rec storeRecord
-			if err := json.Unmarshal(e.Data, &rec); err != nil {
-				return fmt.Errorf("%w: record %d: %v", ErrStoreCorrupt, e.Index, err)
+			if err := strictUnmarshal(e.Data, &rec); err != nil {
+				return fmt.Errorf("%w: record %d: %v%s", ErrStoreCorrupt, e.Index, err, newerHint(err))
 			}
 			if err := fresh.replayRecord(e.Index, rec, parts); err != nil {
 				return err
@@ -227,6 +229,31 @@ func (s *JournalStore) replay(ctx context.Context) error {
 	}
 	s.streams, s.meta, s.starts, s.rewinds, s.done, s.lastSnap, s.applied = fresh.streams, fresh.meta, fresh.starts, fresh.rewinds, fresh.done, fresh.lastSnap, map[uint64]bool{}
 	return nil
+}
+
+// strictUnmarshal decodes a journaled record or snapshot, refusing a field
+// this version does not know: a later version's journal is refused, never
+// half understood (a rewind or a reset it cannot see would be replayed as
+// if it were not there). Every field of the records has only ever been
+// added, so every journal an earlier version wrote decodes.
+func strictUnmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("data after the JSON value")
+	}
+	return nil
+}
+
+// newerHint says what a field this version does not know likely means.
+func newerHint(err error) string {
+	if strings.Contains(err.Error(), "unknown field") {
+		return " (written by a later version of tidemark? run that version, or restore the journal from before it)"
+	}
+	return ""
 }
 
 // apply applies one record. It is idempotent, like merge: a snapshot may
