@@ -56,22 +56,25 @@ func (s *Sink) RewindCheckpoint(ctx context.Context, stream, shard string, to sc
 
 // replayUntil returns the replay_until a rewind to to leaves on row: the
 // furthest of the checkpoint it sets back and an earlier rewind's
-// replay_until (rewinds in a row), when that is a sequence position
-// further than to; "" otherwise (no record up to it is stored).
+// replay_until (rewinds in a row), when that is a sequence position or
+// SHARD_END (every record of the shard is stored) further than to; ""
+// otherwise (no record up to it is stored).
 func replayUntil(row checkpointRow, to scan.Position) string {
 	var best scan.Position
 	for _, p := range []scan.Position{row.replayUntil, row.position} {
-		if !row.found || p.Kind != scan.KindAfterSequence && p.Kind != scan.KindAtSequence {
+		if !row.found || p.Kind != scan.KindAfterSequence && p.Kind != scan.KindAtSequence && p.Kind != scan.KindShardEnd {
 			continue
 		}
-		if best.Kind == 0 || scan.CompareSequence(p.Sequence, best.Sequence) > 0 {
+		if best.Kind == 0 {
+			best = p
+		} else if c, err := scan.Compare(p, best); err == nil && c > 0 {
 			best = p
 		}
 	}
 	if best.Kind == 0 {
 		return ""
 	}
-	if to.Kind == scan.KindAfterSequence || to.Kind == scan.KindAtSequence {
+	if best.Kind != scan.KindShardEnd && (to.Kind == scan.KindAfterSequence || to.Kind == scan.KindAtSequence) {
 		if c := scan.CompareSequence(to.Sequence, best.Sequence); c > 0 || c == 0 && to.Kind == scan.KindAfterSequence {
 			return "" // a rewind forward: nothing stored is delivered again
 		}

@@ -267,6 +267,8 @@ func transient(err error) bool {
 		switch code := pgErr.Code; {
 		case code == "55P03", code == "25P03", code == "57014": // lock timeout, idle in transaction timeout, query canceled
 			return true
+		case code == "25006": // read-only transaction: a standby after a failover, a server made read-only as its disk fills
+			return true
 		case strings.HasPrefix(code, "08"), // connection exception
 			strings.HasPrefix(code, "40"), // transaction rollback: deadlock, serialization
 			strings.HasPrefix(code, "53"), // insufficient resources

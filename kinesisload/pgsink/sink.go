@@ -151,10 +151,17 @@ func New(db *pgxpool.Pool, cfg Config) (*Sink, error) {
 
 // PerShard returns s as a kinesisload.TransactionalSink that is no
 // MultiSink: a Loader given it delivers each shard's batches (pages, or
-// the shard's own windows) in transactions of their own.
+// the shard's own windows) in transactions of their own. It is a
+// kinesisload.Rewinder, as s is.
 func (s *Sink) PerShard() kinesisload.TransactionalSink { return perShard{s} }
 
 type perShard struct{ s *Sink }
+
+var _ kinesisload.Rewinder = perShard{}
+
+func (p perShard) RewindCheckpoint(ctx context.Context, stream, shard string, to scan.Position, epoch uint64) error {
+	return p.s.RewindCheckpoint(ctx, stream, shard, to, epoch)
+}
 
 func (p perShard) Deliver(ctx context.Context, b kinesisload.Batch) error { return p.s.Deliver(ctx, b) }
 
@@ -293,6 +300,9 @@ func (s *Sink) DeliverMulti(ctx context.Context, batches []kinesisload.Batch) (e
 			// After a rewind: the records up to the checkpoint it set
 			// back are stored already, each once.
 			rest := after(records, row.replayUntil)
+			if row.replayUntil.Kind == scan.KindShardEnd {
+				rest = nil // set back from SHARD_END: every record is stored already
+			}
 			if n := len(records) - len(rest); n > 0 {
 				again = append(again, kinesisload.Batch{Stream: b.Stream, ShardID: b.ShardID, Records: records[:n]})
 			}
@@ -355,8 +365,8 @@ type checkpointRow struct {
 	epoch         uint64 // the highest epoch delivered: the fence
 	positionEpoch uint64 // the epoch of the batch that stored position
 	// replayUntil is the checkpoint a rewind set back (a sequence
-	// position), while the checkpoint is short of it: the records up to
-	// it are stored already (Kind 0: none).
+	// position, or SHARD_END), while the checkpoint is short of it: the
+	// records up to it are stored already (Kind 0: none).
 	replayUntil scan.Position
 }
 
@@ -433,9 +443,9 @@ func lockCheckpoints(ctx context.Context, tx pgx.Tx, bs []kinesisload.Batch) ([]
 		}
 		row := checkpointRow{found: !made[k], position: p, epoch: uint64(epoch), positionEpoch: uint64(positionEpoch)}
 		if replay != "" {
-			if row.replayUntil, err = scan.Parse(replay); err != nil || (row.replayUntil.Kind != scan.KindAfterSequence && row.replayUntil.Kind != scan.KindAtSequence) {
+			if row.replayUntil, err = scan.Parse(replay); err != nil || (row.replayUntil.Kind != scan.KindAfterSequence && row.replayUntil.Kind != scan.KindAtSequence && row.replayUntil.Kind != scan.KindShardEnd) {
 				locked.Close()
-				return nil, kinesisload.Permanent(fmt.Errorf("shard %s: stored replay_until %q: want a sequence position (%v)", k[1], replay, err))
+				return nil, kinesisload.Permanent(fmt.Errorf("shard %s: stored replay_until %q: want a sequence position or SHARD_END (%v)", k[1], replay, err))
 			}
 		}
 		byKey[k] = row
