@@ -29,6 +29,9 @@ const (
 	flawMultiStoresAroundFence                    // DeliverMulti stores the others when a shard is fenced, and returns nil
 	flawMultiFencesAll                            // DeliverMulti names every shard of the call as fenced when one is
 	flawMultiUnnamedFence                         // DeliverMulti refuses a fenced shard with ErrLeaseLost but no *ShardsFencedError
+	flawFloatSeq                                  // (a), (c) and (d) compare sequence numbers as float64 (as SQL's seq::float8): 56-digit ones collide
+	flawRewindNoop                                // RewindCheckpoint returns nil and changes nothing
+	flawRewindKeepsEpoch                          // RewindCheckpoint moves the checkpoint but keeps the stored epoch
 )
 
 func (f flaw) has(g flaw) bool { return f&g != 0 }

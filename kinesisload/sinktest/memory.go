@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -314,6 +315,9 @@ func (m *Memory) check(b kinesisload.Batch, row *Checkpoint) ([]kinesisload.Reco
 		if err != nil {
 			return nil, m.fail(b, err)
 		}
+		if m.flaws.has(flawFloatSeq) && b.Checkpoint.Kind == scan.KindAfterSequence && row.Position.Kind == scan.KindAfterSequence {
+			c = floatCompare(b.Checkpoint.Sequence, row.Position.Sequence)
+		}
 		if c < 0 || c == 0 && !m.flaws.has(flawAOnlyPast) {
 			if m.flaws.has(flawARaisesEpoch) && b.Epoch > row.Epoch {
 				row.Epoch = b.Epoch
@@ -397,6 +401,9 @@ func (m *Memory) after(b kinesisload.Batch, row Checkpoint) ([]kinesisload.Recor
 		if m.flaws.has(flawTextSeq) && row.Position.Kind == scan.KindAfterSequence {
 			c = strings.Compare(r.SequenceNumber, row.Position.Sequence)
 		}
+		if m.flaws.has(flawFloatSeq) && row.Position.Kind == scan.KindAfterSequence {
+			c = floatCompare(r.SequenceNumber, row.Position.Sequence)
+		}
 		if m.flaws.has(flawCKeepsAtCheckpoint) {
 			c++
 		}
@@ -418,6 +425,20 @@ func (m *Memory) after(b kinesisload.Batch, row Checkpoint) ([]kinesisload.Recor
 		// (c) A new owner's overlap: stored already, skip it.
 	}
 	return keep, nil
+}
+
+// floatCompare compares two sequence numbers as float64: the break of
+// flawFloatSeq.
+func floatCompare(a, b string) int {
+	fa, _ := strconv.ParseFloat(a, 64)
+	fb, _ := strconv.ParseFloat(b, 64)
+	switch {
+	case fa < fb:
+		return -1
+	case fa > fb:
+		return 1
+	}
+	return 0
 }
 
 // fail wraps err with the batch.

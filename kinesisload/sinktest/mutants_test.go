@@ -57,6 +57,9 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		{"DeliverMulti stores the others around a fence", flawMultiStoresAroundFence, []string{"MultiFencedShard"}},
 		{"DeliverMulti names every shard fenced", flawMultiFencesAll, []string{"MultiFencedShard"}},
 		{"DeliverMulti's fence names no shard", flawMultiUnnamedFence, []string{"MultiFencedShard"}},
+		{"sequence numbers compared as float64", flawFloatSeq, []string{"RealSequenceNumbers"}},
+		{"RewindCheckpoint does nothing", flawRewindNoop, []string{"Rewind"}},
+		{"RewindCheckpoint keeps the stored epoch", flawRewindKeepsEpoch, []string{"Rewind"}},
 	}
 	covered := map[string]bool{}
 	for _, m := range mutants {

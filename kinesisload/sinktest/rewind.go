@@ -25,6 +25,9 @@ func (m *Memory) RewindCheckpoint(ctx context.Context, stream, shard string, to 
 	if err := kinesisload.CheckRewindPosition(to); err != nil {
 		return err
 	}
+	if m.flaws.has(flawRewindNoop) {
+		return nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	key := shardKey{stream, shard}
@@ -32,6 +35,9 @@ func (m *Memory) RewindCheckpoint(ctx context.Context, stream, shard string, to 
 	if s == nil {
 		s = &shardRows{}
 		m.shards[key] = s
+	}
+	if m.flaws.has(flawRewindKeepsEpoch) && s.row.Position.Kind != 0 {
+		epoch = s.row.Epoch
 	}
 	s.row, s.removed = Checkpoint{Position: to, Epoch: epoch}, false
 	return nil

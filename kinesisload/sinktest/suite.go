@@ -74,6 +74,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			if _, ok := h.Sink("a").(multiSink); c.multi && !ok {
 				t.Skipf("the Sink (%T) has no DeliverMulti: not a kinesisload.TransactionalMultiSink", h.Sink("a"))
 			}
+			if _, ok := h.Sink("a").(kinesisload.Rewinder); c.rewinder && !ok {
+				t.Skipf("the Sink (%T) has no RewindCheckpoint: not a kinesisload.Rewinder", h.Sink("a"))
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			if err := c.run(ctx, h); err != nil {
@@ -86,9 +89,10 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 // suiteCase is one case of the suite: run returns its first failure.
 // A multi case runs only on a Sink that has DeliverMulti.
 type suiteCase struct {
-	name  string
-	run   func(ctx context.Context, h Harness) error
-	multi bool
+	name     string
+	run      func(ctx context.Context, h Harness) error
+	multi    bool
+	rewinder bool // runs only on a Sink that is a kinesisload.Rewinder
 }
 
 // multiSink is what the multi cases deliver through.
@@ -98,27 +102,29 @@ type multiSink interface {
 
 // cases are the cases of Run, in order.
 var cases = []suiteCase{
-	{"StartBatch", testStartBatch, false},
-	{"Redelivery", testRedelivery, false},
-	{"LowerEpochRefused", testLowerEpoch, false},
-	{"NewOwnerOverlap", testNewOwnerOverlap, false},
-	{"NewOwnerLagging", testNewOwnerLagging, false},
-	{"ZombieAfterNoOp", testZombieAfterNoOp, false},
-	{"SameEpochOverlap", testSameEpochOverlap, false},
-	{"SingleProcess", testSingleProcess, false},
-	{"ShardEnd", testShardEnd, false},
-	{"Aggregated", testAggregated, false},
-	{"ConcurrentZombie", testConcurrentZombie, false},
-	{"ConcurrentFirstBatch", testConcurrentFirstBatch, false},
-	{"SequenceLength", testSequenceLength, false},
-	{"StartPositions", testStartPositions, false},
-	{"Checkpoints", testCheckpoints, false},
-	{"StartOverGeneration", testStartOverGeneration, false},
-	{"MultiStoresAll", testMultiStoresAll, true},
-	{"MultiFencedShard", testMultiFencedShard, true},
-	{"MultiAllOrNothing", testMultiAllOrNothing, true},
-	{"MultiNewOwner", testMultiNewOwner, true},
-	{"MultiConcurrentZombie", testMultiConcurrentZombie, true},
+	{"StartBatch", testStartBatch, false, false},
+	{"Redelivery", testRedelivery, false, false},
+	{"LowerEpochRefused", testLowerEpoch, false, false},
+	{"NewOwnerOverlap", testNewOwnerOverlap, false, false},
+	{"NewOwnerLagging", testNewOwnerLagging, false, false},
+	{"ZombieAfterNoOp", testZombieAfterNoOp, false, false},
+	{"SameEpochOverlap", testSameEpochOverlap, false, false},
+	{"SingleProcess", testSingleProcess, false, false},
+	{"ShardEnd", testShardEnd, false, false},
+	{"Aggregated", testAggregated, false, false},
+	{"ConcurrentZombie", testConcurrentZombie, false, false},
+	{"ConcurrentFirstBatch", testConcurrentFirstBatch, false, false},
+	{"SequenceLength", testSequenceLength, false, false},
+	{"RealSequenceNumbers", testRealSequenceNumbers, false, false},
+	{"StartPositions", testStartPositions, false, false},
+	{"Checkpoints", testCheckpoints, false, false},
+	{"StartOverGeneration", testStartOverGeneration, false, false},
+	{"MultiStoresAll", testMultiStoresAll, true, false},
+	{"MultiFencedShard", testMultiFencedShard, true, false},
+	{"MultiAllOrNothing", testMultiAllOrNothing, true, false},
+	{"MultiNewOwner", testMultiNewOwner, true, false},
+	{"MultiConcurrentZombie", testMultiConcurrentZombie, true, false},
+	{"Rewind", testRewind, false, true},
 }
 
 // The cases deliver hand-made batches: record i of a shard has sequence
@@ -631,6 +637,94 @@ func testSequenceLength(ctx context.Context, h Harness) error {
 	c.deliver("a", c.of(shard1, 1, upTo(2), rs[:3]), stored, "a batch")
 	c.deliver("a", c.of(shard1, 1, upTo(4), rs[1:]), refusedBug, "an overlapping batch of the same lease")
 	c.expectStored(shard1, rs[:3], "after the overlap")
+	return c.err
+}
+
+// Kinesis sequence numbers have 56 digits and two records of one shard
+// may differ only in the last ones: a Sink must compare them exactly (as
+// numbers of any length), not as float64 (or SQL's seq::float8), where
+// they collide and (a) takes a new batch for one stored already.
+func testRealSequenceNumbers(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "RealSequenceNumbers")
+	const base = "49590338271490256608559692538361571095921575989136588"
+	rs := make([]kinesisload.Record, 8)
+	for i := range rs {
+		rs[i] = kinesisload.Record{Data: fmt.Appendf(nil, "k-%d", i), PartitionKey: "pk", SequenceNumber: fmt.Sprintf("%s%03d", base, 100+10*i), ArrivalTime: arrival}
+	}
+	upTo := func(i int) scan.Position { return scan.AfterSequence(rs[i].SequenceNumber) }
+	c.deliver("a", c.of(shard0, 1, upTo(2), rs[:3]), stored, "a batch of 56-digit sequence numbers")
+	c.deliver("a", c.of(shard0, 1, upTo(4), rs[3:5]), stored, "the next batch")
+	c.expectStored(shard0, rs[:5], "after two batches")
+	c.expectCheckpoint(shard0, upTo(4), "after two batches")
+	c.deliver("b", c.of(shard0, 2, upTo(6), rs[3:7]), stored, "the new owner's first batch, overlapping")
+	c.expectStored(shard0, rs[:7], "after the new owner's overlap")
+	c.deliver("b", c.of(shard0, 2, upTo(6), rs[5:7]), stored, "the new owner's batch again")
+	c.deliver("b", c.of(shard0, 2, upTo(7), rs[7:]), stored, "the new owner's next batch")
+	c.expectStored(shard0, rs, "in the end")
+	c.expectCheckpoint(shard0, upTo(7), "in the end")
+	return c.err
+}
+
+// A kinesisload.Rewinder: RewindCheckpoint stores the rewind's position as
+// the checkpoint, back or forward, with the epoch of the lease the shard
+// is read under (a host of an earlier epoch is refused as before, check
+// (b)); called twice it changes nothing more; the records delivered again
+// from it are taken (at least once: a Sink keyed on sequence numbers
+// stores each once), and the records after the old checkpoint once.
+func testRewind(ctx context.Context, h Harness) error {
+	c := newChecker(ctx, h, "Rewind")
+	r, _ := h.Sink("b").(kinesisload.Rewinder)
+	rewind := func(shard string, to scan.Position, epoch uint64) {
+		for range 2 {
+			if c.err == nil {
+				if err := r.RewindCheckpoint(c.ctx, c.stream, shard, to, epoch); err != nil {
+					c.failf("RewindCheckpoint(%s, %v, %d) = %v, want nil", shard, to, epoch, err)
+				}
+			}
+		}
+	}
+	c.deliver("a", c.batch(shard0, 1, 1, 3), stored, "a's batch")
+	c.deliver("a", c.batch(shard0, 1, 4, 6), stored, "a's next batch")
+	rewind(shard0, scan.AfterSequence(seq(2)), 2)
+	c.expectCheckpoint(shard0, scan.AfterSequence(seq(2)), "after a rewind back")
+	c.deliver("a", c.batch(shard0, 1, 7, 8), leaseLost, "the previous owner's next batch after the rewind")
+	c.deliver("b", c.batch(shard0, 2, 3, 4), stored, "records delivered again after the rewind")
+	c.deliver("b", c.batch(shard0, 2, 5, 8), stored, "records delivered again, then new ones")
+	c.expectCheckpoint(shard0, scan.AfterSequence(seq(8)), "after the records delivered again")
+	if c.err == nil {
+		got, err := c.h.Stored(c.ctx, c.stream, shard0)
+		if err != nil {
+			c.failf("reading what shard %s stores: %v", shard0, err)
+		} else {
+			n := map[string]int{}
+			for _, rec := range got {
+				n[key(rec)]++
+			}
+			for i := 1; i <= 8; i++ {
+				k := key(record(i))
+				if n[k] == 0 || i > 6 && n[k] != 1 {
+					c.failf("after the rewind: shard %s stores record %d %d times, want it (once, for a record after the old checkpoint)", shard0, i, n[k])
+				}
+			}
+		}
+	}
+
+	// The Sink stored SHARD_END but the store that was rewound had not
+	// committed it (the host died in between): everything delivered
+	// again is stored already, and must be taken, not refused.
+	c.deliver("a", c.of(shard2, 1, scan.ShardEnd(), records(1, 3)), stored, "a's last batch of a closed shard")
+	rewind(shard2, scan.AfterSequence(seq(1)), 2)
+	c.expectCheckpoint(shard2, scan.AfterSequence(seq(1)), "after a rewind back from SHARD_END")
+	c.deliver("b", c.batch(shard2, 2, 2, 3), stored, "records delivered again after a rewind from SHARD_END")
+	c.deliver("b", c.of(shard2, 2, scan.ShardEnd(), nil), stored, "the end of the shard again")
+	c.expectCheckpoint(shard2, scan.ShardEnd(), "after the end of the shard again")
+
+	c.deliver("a", c.batch(shard1, 1, 1, 2), stored, "a's batch")
+	rewind(shard1, scan.AfterSequence(seq(5)), 2)
+	c.expectCheckpoint(shard1, scan.AfterSequence(seq(5)), "after a rewind forward")
+	c.deliver("b", c.batch(shard1, 2, 6, 7), stored, "the records after a rewind forward")
+	c.expectStored(shard1, append(records(1, 2), records(6, 7)...), "after a rewind forward")
+	c.expectCheckpoint(shard1, scan.AfterSequence(seq(7)), "after a rewind forward")
 	return c.err
 }
 
