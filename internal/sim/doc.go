@@ -106,7 +106,8 @@
 //     off on a rebalance, Close or Pause covers every record its process
 //     delivered under it (a plain Sink that never failed), and the
 //     shard's next lease starts no earlier, unless a kill, pause, fault,
-//     clock step, hand edit, rewind or re-creation came between;
+//     clock step, hand edit, rewind or re-creation came between (or a
+//     hand edit of shard items or positions came at all);
 //   - parents before children: no record of a child was first delivered
 //     before the last of its parents';
 //   - every delivered record was put, to that shard, with that sequence

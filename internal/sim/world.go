@@ -127,6 +127,7 @@ type world struct {
 	// (handoff.go).
 	handoffs    map[string]*handoff
 	disturbedAt time.Time // the last event that disturbs them
+	itemsEdited bool      // a hand edit changed shard items or positions (handoff.go)
 }
 
 // slot is one host: its processes run one after another.
@@ -330,6 +331,11 @@ func (w *world) apply(ctx context.Context, e Event) {
 	case EvRecreate:
 		w.recreate(ctx, e.D, e.N)
 	case EvHandEdit:
+		if editsItems(e.Op) {
+			w.mu.Lock()
+			w.itemsEdited = true
+			w.mu.Unlock()
+		}
 		w.handEdit(ctx, e.Op, e.D)
 	case EvRewind:
 		w.rewind(ctx, s, e)
