@@ -3,6 +3,7 @@ package kinesisload
 import (
 	"fmt"
 	"log/slog"
+	"regexp"
 	"time"
 
 	"github.com/tidemark/tidemark/scan"
@@ -48,7 +49,8 @@ const (
 // Every other zero field means its default, so a literal that sets only
 // these behaves as [DefaultConfig] with them set.
 type Config struct {
-	// Stream is the name of the Kinesis stream to load. Required.
+	// Stream is the name of the Kinesis stream to load (1 to 128 of
+	// a-z, A-Z, 0-9, "_", "-" and ".", as Kinesis allows). Required.
 	Stream string
 	// Sink receives the records. Required. If it also implements
 	// [TransactionalSink], delivery is exactly once.
@@ -277,6 +279,8 @@ func (c Config) Validate() error {
 		return bad("Stream", `""`, "a stream name is required")
 	case len(c.Stream) > 128:
 		return bad("Stream", c.Stream, "longer than 128 characters")
+	case !streamNameExpr.MatchString(c.Stream):
+		return bad("Stream", fmt.Sprintf("%q", c.Stream), "a Kinesis stream name is a-z, A-Z, 0-9, '_', '-' and '.' only")
 	case c.Sink == nil:
 		return bad("Sink", nil, "a Sink is required")
 	case c.ListShardsInterval < 0:
@@ -357,6 +361,9 @@ func (c Config) Validate() error {
 	}
 	return c.validateStopAt()
 }
+
+// streamNameExpr is what Kinesis allows in a stream name.
+var streamNameExpr = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
 
 // withDefaults fills zero fields with their defaults.
 func (c Config) withDefaults() Config {

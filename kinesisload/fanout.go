@@ -326,6 +326,14 @@ func (r *fanoutReader) read(ctx context.Context, st *fanoutState, sub kinesis.Su
 		if err != nil {
 			return subscriptionRenew, err
 		}
+		if err := checkRecords(v.Records, st.last); err != nil {
+			r.cfg.buffer.release(held)
+			return subscriptionRenew, r.ended(ctx, st, err)
+		}
+		if c := v.ContinuationSequenceNumber; c != nil && scan.ValidateSequence(*c) != nil {
+			r.cfg.buffer.release(held)
+			return subscriptionRenew, r.ended(ctx, st, fmt.Errorf("%w: a SubscribeToShard event's ContinuationSequenceNumber %q is not a sequence number", kerr.ErrOddAnswer, *c))
+		}
 		var bytes int64
 		for i := range v.Records {
 			bytes += int64(len(v.Records[i].Data) + len(aws.ToString(v.Records[i].PartitionKey)))

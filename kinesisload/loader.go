@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -374,6 +375,7 @@ func (l *Loader) Close(ctx context.Context) error {
 func listShards(ctx context.Context, c scan.Client, stream string, timeout time.Duration) ([]types.Shard, error) {
 	var shards []types.Shard
 	in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
+	tokens := map[string]bool{}
 	for {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		out, err := c.ListShards(cctx, in, noSDKRetries)
@@ -386,8 +388,62 @@ func listShards(ctx context.Context, c scan.Client, stream string, timeout time.
 		}
 		shards = append(shards, out.Shards...)
 		if out.NextToken == nil || *out.NextToken == "" {
-			return shards, nil
+			return shards, checkListing(shards)
 		}
+		if tokens[*out.NextToken] {
+			// A listing that would go round in circles, growing
+			// without bound until ctx ends.
+			return nil, fmt.Errorf("%w: ListShards returned a NextToken it had returned before, after %d shards", kerr.ErrOddAnswer, len(shards))
+		}
+		tokens[*out.NextToken] = true
 		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
 	}
+}
+
+// checkListing reports an odd answer when a listing has a shard without
+// an ID, or a lineage Kinesis never gives: a shard listed as its own
+// parent, or parents that go round in a cycle. Taken as they are, such
+// shards would wait for themselves forever, read by no one, and Run would
+// never say why.
+func checkListing(shards []types.Shard) error {
+	parents := make(map[string][]string, len(shards))
+	for i, s := range shards {
+		id := aws.ToString(s.ShardId)
+		if id == "" {
+			return fmt.Errorf("%w: ListShards listed a shard without a ShardId (entry %d of %d)", kerr.ErrOddAnswer, i, len(shards))
+		}
+		for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
+			if p := aws.ToString(p); p != "" {
+				if p == id {
+					return fmt.Errorf("%w: ListShards listed shard %s as its own parent", kerr.ErrOddAnswer, id)
+				}
+				parents[id] = append(parents[id], p)
+			}
+		}
+	}
+	// Depth first, colouring: 1 on the path, 2 done.
+	color := make(map[string]int, len(parents))
+	var visit func(id string, path []string) error
+	visit = func(id string, path []string) error {
+		switch color[id] {
+		case 1:
+			return fmt.Errorf("%w: ListShards listed shards whose parents go round in a cycle: %s", kerr.ErrOddAnswer, strings.Join(append(path, id), " -> "))
+		case 2:
+			return nil
+		}
+		color[id] = 1
+		for _, p := range parents[id] {
+			if err := visit(p, append(path, id)); err != nil {
+				return err
+			}
+		}
+		color[id] = 2
+		return nil
+	}
+	for _, id := range sortedKeys(parents) {
+		if err := visit(id, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -330,6 +330,13 @@ func (r *reader) run(ctx context.Context, out chan<- page) error {
 			continue
 		}
 		expired = 0
+		if err := checkRecords(res.Records, last); err != nil {
+			r.cfg.buffer.release(held)
+			if iter, err = renew(err); err != nil {
+				return err
+			}
+			continue
+		}
 
 		// No NextShardIterator claims the end of a closed shard. The claim
 		// is confirmed by ChildShards in the answer, or by ListShards

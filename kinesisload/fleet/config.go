@@ -152,6 +152,10 @@ func (c Config) WithDefaults() (Config, error) {
 		c.Clock = time.Now
 	}
 	switch {
+	case c.RenewInterval <= 0 || c.CallTimeout <= 0:
+		// A tenth of a LeaseDuration under 10 ns: rounds on a zero
+		// ticker, calls under a zero timeout (Join would never succeed).
+		return c, fmt.Errorf("fleet: Config.LeaseDuration = %v: too short: RenewInterval (%v) and CallTimeout (%v), a tenth of it by default, must be positive", c.LeaseDuration, c.RenewInterval, c.CallTimeout)
 	case c.FenceMargin <= c.RenewInterval:
 		return c, fmt.Errorf("fleet: Config.FenceMargin = %v: must exceed RenewInterval = %v (a host checks its fence once a round)", c.FenceMargin, c.RenewInterval)
 	case c.FenceMargin >= c.LeaseDuration:

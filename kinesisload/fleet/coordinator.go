@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,6 +77,12 @@ func (c *Coordinator) Round() {
 func (c *Coordinator) Join(ctx context.Context, stream string) (kinesisload.Membership, error) {
 	if stream == "" {
 		return nil, errors.New("fleet: Join: the stream name is empty")
+	}
+	if strings.Contains(stream, "#") {
+		// '#' separates the parts of the table's partitions (see
+		// partition, posPartition) and is in no Kinesis stream name: such
+		// a name would share the partition of another stream's items.
+		return nil, fmt.Errorf("fleet: Join: stream name %q: must not contain '#' (no Kinesis stream name does)", stream)
 	}
 	c.mu.Lock()
 	if c.members[stream] != nil {
