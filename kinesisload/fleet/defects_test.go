@@ -989,7 +989,14 @@ func TestAShardItemSavedAgainByASecondInitialisationHasEpochsAboveTheOldOwners(t
 		return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: "x", State: kinesisload.StateActive, Position: scan.TrimHorizon()}})
 	}
 	a := w.host("a")
-	if err := a.m.Initialise(ctx, saveX); err != nil {
+	if err := a.m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		// Identified, as a Loader's fleet is: a host whose identity item
+		// is missing while the roster shows changes refuses to join.
+		if err := st.SetIdentity(ctx, "s", kinesisload.StreamIdentity{ARN: "arn:aws:kinesis:eu-west-1:1:stream/s", Created: start}); err != nil {
+			return err
+		}
+		return saveX(ctx, st)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.m.Acquire(ctx, []string{"x"}); err != nil {
@@ -1549,5 +1556,40 @@ func TestAnItemOnlyAnUncommittedInitialisationWroteIsNotTaken(t *testing.T) {
 			t.Fatalf("a took x at %v: an item pending under an initialisation not committed has no progress to resume from", ls[0].Progress())
 		}
 		w.advance(w.cfg.RenewInterval)
+	}
+}
+
+// The same with the reading host's positions deleted by hand too: the
+// roster still shows a host that made changes (took a lease), which only
+// an initialised fleet grants. Join took the fleet for a new one, and its
+// Loader journaled the stream it saw (re-created meanwhile) at a T0 of
+// its own: the new stream's records before that T0 were never read
+// (found by the simulation, seed 249704821).
+func TestJoinRefusesAMissingIdentityWhenOnlyTheRosterShowsTheRead(t *testing.T) {
+	w := newWorld(t, fleet.Config{})
+	ctx := context.Background()
+	a := w.host("a")
+	initialiseIdentifiedWithX(t, a)
+	l := w.acquire(a, "x")
+	if err := l.Commit(ctx, kinesisload.ShardProgress{ShardID: "x", Position: scan.AfterSequence("42")}); err != nil {
+		t.Fatal(err)
+	}
+	w.advance(w.cfg.RenewInterval)
+	deleteIdentityByHand(t, w)
+	deleteShardByHand(t, w, "x")
+	it, err := w.table.Get(ctx, "s", "init")
+	if err != nil || !it.Exists() {
+		t.Fatalf("no init item: %v", err)
+	}
+	if err := w.table.Delete(ctx, "s", "init", it.Version); err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range mustQuery(t, w.table, "s#pos#a") {
+		if err := w.table.Delete(ctx, it.Partition, it.Key, it.Version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := joinFresh(t, w); !errors.Is(err, fleet.ErrIdentityMissing) {
+		t.Errorf("Join = %v, want ErrIdentityMissing: the roster shows host a made changes", err)
 	}
 }

@@ -66,7 +66,8 @@ func (m *member) checkIdentityGone(ctx context.Context) error {
 // when the fleet shows it read the stream: a generation later than the
 // first has items, the first's initialisation was committed with an
 // identity, or (its init item gone too) a shard item of the first was
-// owned, or a host of its roster holds positions. The identity item was deleted by hand then, and taking the stream
+// owned, a host of its roster holds positions, or its roster counts a
+// host's changes. The identity item was deleted by hand then, and taking the stream
 // seen now for the fleet's would read a stream re-created meanwhile from
 // the old one's positions ([ErrIdentityMissing]). It returns
 // errIdentityAppeared when the item is there when read again (written
@@ -136,6 +137,19 @@ func checkIdentityGone(ctx context.Context, table Table, stream string) error {
 				return fmt.Errorf("%w: stream %s has positions host %s committed under a lease (partition %s) but neither an identity item nor a committed init item nor an owned shard item in partition %s: "+
 					"restore the identity item (key %q) naming the stream the fleet read, and the shard items, for example from an export made before (tidemark export has them); nothing was read or written",
 					ErrIdentityMissing, stream, host, posPartition(partition(stream, 0), host), stream, keyIdentity)
+			}
+			// Nor positions (deleted by hand too): a host whose roster
+			// entry counts changes took a lease or saved progress, which
+			// only an initialised fleet does (seed 249704821).
+			for _, host := range slices.Sorted(maps.Keys(snap.roster.beats)) {
+				if b := snap.roster.beats[host]; b.changes > 0 {
+					if appeared(ctx, table, stream) {
+						return errIdentityAppeared
+					}
+					return fmt.Errorf("%w: stream %s has a roster whose host %s made %d changes (it took leases or saved progress) but neither an identity item nor a committed init item, an owned shard item or a host's positions in partition %s: "+
+						"restore the identity item (key %q) naming the stream the fleet read, and the shard items, for example from an export made before (tidemark export has them); nothing was read or written",
+						ErrIdentityMissing, stream, host, b.changes, stream, keyIdentity)
+				}
 			}
 			return nil
 		}
