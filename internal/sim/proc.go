@@ -462,6 +462,9 @@ func (t table) Delete(ctx context.Context, partition, key string, version uint64
 func (t table) SetEntry(ctx context.Context, partition, key, field, entry, old, value string) (it fleet.Item, err error) {
 	err = t.tcall(ctx, "SetEntry", true, func(ctx context.Context) (err error) {
 		it, err = t.p.table.SetEntry(ctx, partition, key, field, entry, old, value)
+		if debugKey != "" && key == debugKey {
+			t.p.w.logf("DEBUG %s SetEntry %s/%s %s[%s] %q -> %q: %v", t.p.name, partition, key, field, entry, old, value, err)
+		}
 		return err
 	})
 	return it, err
