@@ -192,6 +192,7 @@ func (r *fanoutReader) subscribe(ctx context.Context, st *fanoutState, from scan
 	}
 	pos := &types.StartingPosition{Type: in.ShardIteratorType, SequenceNumber: in.StartingSequenceNumber, Timestamp: in.Timestamp}
 	inUse, goneTried := 0, false
+	var inUseSince time.Time // the first ResourceInUseException of this call
 	for {
 		var es kinesis.SubscribeToShardEventStreamReader
 		var cancelSub context.CancelFunc
@@ -236,7 +237,16 @@ func (r *fanoutReader) subscribe(ctx context.Context, st *fanoutState, from scan
 		})
 		if _, ok := errors.AsType[*types.ResourceInUseException](err); ok && ctx.Err() == nil {
 			inUse++
-			if m := r.cfg.maxAttempts; m > 0 && inUse >= m {
+			now := r.cfg.clock.Now()
+			if inUseSince.IsZero() {
+				inUseSince = now
+			}
+			// Kinesis refuses a subscription within 5 s of the last
+			// successful one for the consumer and shard, whoever made it
+			// (this loop before a Pause, a lost and retaken lease, the
+			// host the shard was handed over from): refusals within that
+			// window are expected, and do not count towards the bound.
+			if m := r.cfg.maxAttempts; m > 0 && inUse >= m && now.Sub(inUseSince) >= r.resubscribeWait {
 				return nil, r.errorf("SubscribeToShard", "refused %d times as in use: %w", inUse, err)
 			}
 			wait := r.cfg.retry.Delay(inUse)
@@ -319,7 +329,6 @@ func (r *fanoutReader) read(ctx context.Context, st *fanoutState, sub kinesis.Su
 		if !isEvent {
 			continue // an event type this SDK does not know: nothing to read in it
 		}
-		st.failures = 0
 		received := time.Now() // monotonic: see page.asked
 		v := e.Value
 		held, err := r.hold(ctx, v.Records)
@@ -357,6 +366,11 @@ func (r *fanoutReader) read(ctx context.Context, st *fanoutState, sub kinesis.Su
 				return subscriptionRenew, r.ended(ctx, st, fmt.Errorf("%w: a SubscribeToShard event had no ContinuationSequenceNumber and no ChildShards, for a shard ListShards lists as open", kerr.ErrOddAnswer))
 			}
 		}
+		// A good event: the subscriptions that ended with an error (or
+		// with an odd event) in a row are over. Not before the checks, or
+		// an odd event would reset the count it adds to, and
+		// KinesisMaxAttempts never bound it.
+		st.failures = 0
 		if len(v.Records) > 0 || end || r.cfg.tipPages && behind == 0 {
 			p := page{records: v.Records, millisBehind: behind, end: end, held: held, asked: received}
 			if end {
