@@ -1476,15 +1476,7 @@ func TestJoinRefusesAMissingIdentityWhenOnlyAHostsPositionsShowTheRead(t *testin
 		t.Fatal(err)
 	}
 	w.advance(w.cfg.RenewInterval) // a's positions hold x at 42
-	deleteIdentityByHand(t, w)
-	deleteShardByHand(t, w, "x")
-	it, err := w.table.Get(ctx, "s", "init")
-	if err != nil || !it.Exists() {
-		t.Fatalf("no init item: %v", err)
-	}
-	if err := w.table.Delete(ctx, "s", "init", it.Version); err != nil {
-		t.Fatal(err)
-	}
+	deleteIdentityShardAndInit(t, w, "x")
 	if err := joinFresh(t, w); !errors.Is(err, fleet.ErrIdentityMissing) {
 		t.Errorf("Join = %v, want ErrIdentityMissing: host a's positions show the fleet read the stream", err)
 	}
@@ -1575,15 +1567,7 @@ func TestJoinRefusesAMissingIdentityWhenOnlyTheRosterShowsTheRead(t *testing.T) 
 		t.Fatal(err)
 	}
 	w.advance(w.cfg.RenewInterval)
-	deleteIdentityByHand(t, w)
-	deleteShardByHand(t, w, "x")
-	it, err := w.table.Get(ctx, "s", "init")
-	if err != nil || !it.Exists() {
-		t.Fatalf("no init item: %v", err)
-	}
-	if err := w.table.Delete(ctx, "s", "init", it.Version); err != nil {
-		t.Fatal(err)
-	}
+	deleteIdentityShardAndInit(t, w, "x")
 	for _, it := range mustQuery(t, w.table, "s#pos#a") {
 		if err := w.table.Delete(ctx, it.Partition, it.Key, it.Version); err != nil {
 			t.Fatal(err)
@@ -1591,5 +1575,21 @@ func TestJoinRefusesAMissingIdentityWhenOnlyTheRosterShowsTheRead(t *testing.T) 
 	}
 	if err := joinFresh(t, w); !errors.Is(err, fleet.ErrIdentityMissing) {
 		t.Errorf("Join = %v, want ErrIdentityMissing: the roster shows host a made changes", err)
+	}
+}
+
+// deleteIdentityShardAndInit deletes stream "s"'s identity item, shard's
+// item and the init item, as an operator editing the table would.
+func deleteIdentityShardAndInit(t *testing.T, w *world, shard string) {
+	t.Helper()
+	deleteIdentityByHand(t, w)
+	deleteShardByHand(t, w, shard)
+	ctx := context.Background()
+	it, err := w.table.Get(ctx, "s", "init")
+	if err != nil || !it.Exists() {
+		t.Fatalf("no init item: %v", err)
+	}
+	if err := w.table.Delete(ctx, "s", "init", it.Version); err != nil {
+		t.Fatal(err)
 	}
 }
