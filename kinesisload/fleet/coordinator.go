@@ -109,6 +109,20 @@ func (c *Coordinator) Join(ctx context.Context, stream string) (kinesisload.Memb
 				cancel()
 				return nil, err
 			}
+		} else if err := checkBehind(ctx, c.table, stream, ii); errors.Is(err, errGenMoved) {
+			continue // started over meanwhile: read it again
+		} else if errors.Is(err, ErrIdentityBehind) && attempt < behindTries {
+			// A start-over seen half done: read again a few times.
+			if err := sleep(ctx, backoff(attempt)); err != nil {
+				cancel()
+				return nil, fmt.Errorf("fleet: host %s joining stream %s: %w", m.me, stream, err)
+			}
+			continue
+		} else if err != nil {
+			// The item went back (a backup restored): joining its
+			// generation would read an archive, or wait for ever.
+			cancel()
+			return nil, err
 		}
 		m.gen, m.part = ii.gen, partition(stream, ii.gen)
 		if err := m.recover(ctx); err != nil {
@@ -146,6 +160,11 @@ func (c *Coordinator) Join(ctx context.Context, stream string) (kinesisload.Memb
 	}
 	return m, nil
 }
+
+// behindTries is how many times Join reads the identity item again when
+// it names a generation before the one the table shows the fleet in,
+// before it takes the item for one restored from an older backup.
+const behindTries = 8
 
 // seen is what a member last observed of another host's beat, on its own
 // clock.

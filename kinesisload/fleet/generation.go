@@ -241,14 +241,27 @@ func (m *member) readGen(began time.Time, snap *snapshot) bool {
 		m.voidWith(ii)
 		return false
 	}
-	if ii.item.Exists() && ii.gen < m.gen && m.over == nil {
-		m.over = fmt.Errorf("fleet: host %s, stream %s: %w: the item names generation %d, this session is of generation %d, written there when the fleet started over: "+
-			"it was restored from a backup older than that; restore the item as Coordinator.Inspect of a host of generation %d shows it (\"gen\" = %d)",
-			m.me, m.stream, ErrIdentityBehind, ii.gen, m.gen, m.gen, m.gen)
-		m.signal()
+	if m.behindLocked(ii) {
 		return false
 	}
 	return m.over == nil
+}
+
+// behindLocked ends the session with [ErrIdentityBehind] when ii, the
+// identity item as read, names a generation before the session's: it was
+// restored from a backup older than the start-over. It reports whether it
+// did. m.mu must be held.
+func (m *member) behindLocked(ii identityItem) bool {
+	if !ii.item.Exists() || ii.gen >= m.gen {
+		return false
+	}
+	if m.over == nil {
+		m.over = fmt.Errorf("fleet: host %s, stream %s: %w: the item names generation %d, this session is of generation %d, written there when the fleet started over: "+
+			"it was restored from a backup older than that; restore it with \"gen\" = %d and the stream generation %d reads (its ARN and creation time, as DescribeStreamSummary gives them now), for example from an export made since",
+			m.me, m.stream, ErrIdentityBehind, ii.gen, m.gen, m.gen, m.gen)
+		m.signal()
+	}
+	return true
 }
 
 // voidLocked voids the session when the roster of its generation names a
@@ -322,4 +335,65 @@ func readUnderLease(ctx context.Context, table Table, stream string, r roster) (
 		}
 	}
 	return "", nil
+}
+
+// laterGeneration returns the latest generation after gen the table
+// shows the fleet moved to (gen when none): the mark of a start-over in
+// gen's roster, or the items (init, roster) of a later generation. Both
+// are written only after the identity item named that generation.
+func laterGeneration(ctx context.Context, table Table, stream string, gen uint64) (uint64, error) {
+	it, err := getWaiting(ctx, table, partition(stream, gen), keyRoster)
+	if err != nil {
+		return 0, fmt.Errorf("fleet: stream %s: reading generation %d's roster: %w", stream, gen, err)
+	}
+	r, err := decodeRoster(it)
+	if err != nil {
+		return 0, err
+	}
+	later := max(gen, r.next)
+	// The generations after gen, up to the first without items (each
+	// start-over's hosts join the one after it).
+	for g := gen + 1; g > gen; g++ {
+		found := false
+		for _, key := range []string{keyInit, keyRoster} {
+			it, err := getWaiting(ctx, table, partition(stream, g), key)
+			if err != nil {
+				return 0, fmt.Errorf("fleet: stream %s: looking for generation %d: %w", stream, g, err)
+			}
+			found = found || it.Exists()
+		}
+		if !found {
+			break
+		}
+		later = max(later, g)
+	}
+	return later, nil
+}
+
+// checkBehind refuses ii, stream's identity item as read (present), when
+// the table shows the fleet started over past its generation since: the
+// item went back, restored from a backup taken before ([ErrIdentityBehind],
+// naming the generation to restore). It returns errGenMoved when the item,
+// read again, names a later generation than ii (a start-over meanwhile):
+// the caller reads it again.
+func checkBehind(ctx context.Context, table Table, stream string, ii identityItem) error {
+	later, err := laterGeneration(ctx, table, stream, ii.gen)
+	if err != nil || later == ii.gen {
+		return err
+	}
+	it, err := getWaiting(ctx, table, stream, keyIdentity)
+	if err != nil {
+		return fmt.Errorf("fleet: stream %s: reading the identity item: %w", stream, err)
+	}
+	again, err := decodeIdentity(it)
+	if err != nil {
+		return fmt.Errorf("fleet: stream %s: %w", stream, err)
+	}
+	if !it.Exists() || again.gen > ii.gen {
+		return errGenMoved
+	}
+	return fmt.Errorf("fleet: stream %s: %w: the identity item (key %q) names generation %d, but the fleet started over to generation %d since (partition %s): "+
+		"it was restored from a backup older than that; restore it with \"gen\" = %d and the stream generation %d reads (its ARN and creation time, as DescribeStreamSummary gives them now), "+
+		"for example from an export made since (Inspect reads the item as it is now); nothing was read or written",
+		stream, ErrIdentityBehind, keyIdentity, ii.gen, later, partition(stream, later), later, later)
 }

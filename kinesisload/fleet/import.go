@@ -61,6 +61,15 @@ func Import(ctx context.Context, table Table, stream string, id kinesisload.Stre
 	case it.Exists() && !ident.id.IsZero() && !id.IsZero() && !ident.id.Equal(id):
 		return fmt.Errorf("%w: stream %s: the table's identity item names %s, the import %s", ErrNotEmpty, stream, ident.id, id)
 	}
+	// An identity item deleted (or restored) while later generations
+	// hold the progress names generation 0 wrongly: an import there
+	// would send the fleet back to it.
+	if later, err := laterGeneration(ctx, table, stream, ident.gen); err != nil {
+		return err
+	} else if later > ident.gen {
+		return fmt.Errorf("%w: stream %s: its progress is at generation %d (partition %s; the fleet started over on a re-created stream), though the identity item names generation %d or is gone: import into a table that never held the stream",
+			ErrNotEmpty, stream, later, partition(stream, later), ident.gen)
+	}
 	snap, err := query(ctx, table, stream)
 	if err != nil {
 		return fmt.Errorf("fleet: stream %s: reading the table: %w", stream, err)

@@ -109,7 +109,19 @@ func generationInForce(ctx context.Context, table Table, stream string) (identit
 			return identityItem{}, fmt.Errorf("fleet: stream %s: reading the identity item: %w", stream, err)
 		}
 		if it.Exists() {
-			return decodeIdentity(it)
+			ii, err := decodeIdentity(it)
+			if err != nil {
+				return ii, err
+			}
+			switch err := checkBehind(ctx, table, stream, ii); {
+			case errors.Is(err, errGenMoved) && attempt < 3:
+				continue // started over meanwhile: read it again
+			case errors.Is(err, ErrIdentityBehind):
+				return identityItem{}, fmt.Errorf("%w: %w", kinesisload.ErrRewindRefused, err)
+			case err != nil:
+				return identityItem{}, err
+			}
+			return ii, nil
 		}
 		err = checkIdentityGone(ctx, table, stream)
 		switch {

@@ -330,6 +330,7 @@ func (st sharedStore) Identity(ctx context.Context, stream string) (kinesisload.
 	if ii.gen != m.gen {
 		m.mu.Lock()
 		m.voidWith(ii)
+		m.behindLocked(ii)
 		over := m.over
 		m.mu.Unlock()
 		if over == nil {
@@ -435,6 +436,15 @@ func (st sharedStore) StartOver(ctx context.Context, stream string, id kinesislo
 		case !ii.id.IsZero() && !id.Created.After(ii.id.Created):
 			return fmt.Errorf("fleet: stream %s: start over on %s refused: the fleet's generation %d reads %s, created later or at once "+
 				"(a host may start the fleet over only on a stream created after the one it reads)", stream, id, ii.gen, ii.id)
+		}
+		// The next generation must be new: an item restored from a
+		// backup older than a start-over would move the fleet into a
+		// generation initialised on another stream, and read this one
+		// from that one's positions.
+		if err := checkBehind(ctx, m.c.table, stream, ii); errors.Is(err, errGenMoved) {
+			continue
+		} else if err != nil {
+			return err
 		}
 		next := identityItem{item: ii.item, id: id, gen: ii.gen + 1,
 			archived: append(slices.Clone(ii.archived), Generation{Gen: ii.gen, Identity: ii.id, ReplacedBy: id})}
