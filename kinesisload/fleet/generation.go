@@ -73,20 +73,9 @@ func (m *member) checkIdentityGone(ctx context.Context) error {
 // errIdentityAppeared when the item is there when read again (written
 // meanwhile by a first initialisation).
 func checkIdentityGone(ctx context.Context, table Table, stream string) error {
-	last := uint64(0)
-	for gen := uint64(1); ; gen++ {
-		found := false
-		for _, key := range []string{keyInit, keyRoster} {
-			it, err := getWaiting(ctx, table, partition(stream, gen), key)
-			if err != nil {
-				return fmt.Errorf("fleet: stream %s: looking for generation %d: %w", stream, gen, err)
-			}
-			found = found || it.Exists()
-		}
-		if !found {
-			break
-		}
-		last = gen
+	last, err := lastGenerationAfter(ctx, table, stream, 0)
+	if err != nil {
+		return err
 	}
 	if last == 0 {
 		// Generation 0 itself: an initialisation committed there had
@@ -319,22 +308,37 @@ func (m *member) void(ctx context.Context) error {
 // positions hold an entry ("": none): it read the stream under a lease,
 // which only an initialisation committed grants.
 func readUnderLease(ctx context.Context, table Table, stream string, r roster) (string, error) {
+	found := ""
+	err := eachHostsPositions(ctx, table, partition(stream, 0), r, func(host string, items []Item) bool {
+		for _, it := range items {
+			if len(it.Maps[fieldPos]) > 0 {
+				found = host
+				return false
+			}
+		}
+		return true
+	})
+	return found, err
+}
+
+// eachHostsPositions reads the positions (in partition part's
+// generation) of every host of roster r, in the order of their IDs, and
+// hands them to fn until it returns false.
+func eachHostsPositions(ctx context.Context, table Table, part string, r roster, fn func(host string, items []Item) bool) error {
 	for _, host := range slices.Sorted(maps.Keys(r.raw)) {
 		var items []Item
 		err := readWaiting(ctx, func() (err error) {
-			items, err = table.Query(ctx, posPartition(partition(stream, 0), host))
+			items, err = table.Query(ctx, posPartition(part, host))
 			return err
 		})
 		if err != nil {
-			return "", err
+			return err
 		}
-		for _, it := range items {
-			if len(it.Maps[fieldPos]) > 0 {
-				return host, nil
-			}
+		if !fn(host, items) {
+			return nil
 		}
 	}
-	return "", nil
+	return nil
 }
 
 // laterGeneration returns the latest generation after gen the table
@@ -350,10 +354,19 @@ func laterGeneration(ctx context.Context, table Table, stream string, gen uint64
 	if err != nil {
 		return 0, err
 	}
-	later := max(gen, r.next)
-	// The generations after gen, up to the first without items (each
-	// start-over's hosts join the one after it).
-	for g := gen + 1; g > gen; g++ {
+	last, err := lastGenerationAfter(ctx, table, stream, gen)
+	if err != nil {
+		return 0, err
+	}
+	return max(r.next, last), nil
+}
+
+// lastGenerationAfter returns the last of the generations after gen that
+// have items (init, roster), up to the first without (each start-over's
+// hosts join the one after it); gen when none has.
+func lastGenerationAfter(ctx context.Context, table Table, stream string, gen uint64) (uint64, error) {
+	last := gen
+	for g := gen + 1; g > gen; g++ { // g > gen: a gen of 2^64-1, edited by hand, ends the scan
 		found := false
 		for _, key := range []string{keyInit, keyRoster} {
 			it, err := getWaiting(ctx, table, partition(stream, g), key)
@@ -365,9 +378,9 @@ func laterGeneration(ctx context.Context, table Table, stream string, gen uint64
 		if !found {
 			break
 		}
-		later = max(later, g)
+		last = g
 	}
-	return later, nil
+	return last, nil
 }
 
 // checkBehind refuses ii, stream's identity item as read (present), when

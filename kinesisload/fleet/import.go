@@ -34,18 +34,8 @@ func Import(ctx context.Context, table Table, stream string, id kinesisload.Stre
 	if stream == "" {
 		return errors.New("fleet: Import: the stream name is empty")
 	}
-	seen := map[string]bool{}
-	for i, p := range shards {
-		switch {
-		case p.ShardID == "":
-			return fmt.Errorf("fleet: import into stream %s: shard %d of %d has no ID", stream, i+1, len(shards))
-		case seen[p.ShardID]:
-			return fmt.Errorf("fleet: import into stream %s: shard %s is listed twice", stream, p.ShardID)
-		}
-		seen[p.ShardID] = true
-		if err := kinesisload.CheckRestore(p); err != nil {
-			return fmt.Errorf("fleet: import into stream %s: shard %s: %w", stream, p.ShardID, err)
-		}
+	if err := checkShards("import", stream, shards); err != nil {
+		return err
 	}
 	it, err := table.Get(ctx, stream, keyIdentity)
 	if err != nil {
@@ -105,14 +95,41 @@ func Import(ctx context.Context, table Table, stream string, id kinesisload.Stre
 		if _, ok := snap.shards[shard]; ok {
 			continue // written by an earlier run of the import
 		}
-		if err := putOnce(ctx, table, s.encode(stream), func(got Item) (bool, error) {
-			gs, err := decodeShard(got)
-			return err == nil && sameImport(gs, s), err
-		}); err != nil {
+		if err := putImported(ctx, table, stream, s); err != nil {
 			return fmt.Errorf("fleet: stream %s: writing shard %s: %w", stream, shard, err)
 		}
 	}
 	return nil
+}
+
+// checkShards refuses a list of progress to op ("import", "restore")
+// into stream that holds a shard without an ID, a shard twice, or
+// progress that cannot be restored ([kinesisload.CheckRestore]).
+func checkShards(op, stream string, shards []kinesisload.ShardProgress) error {
+	seen := map[string]bool{}
+	for i, p := range shards {
+		switch {
+		case p.ShardID == "":
+			return fmt.Errorf("fleet: %s into stream %s: shard %d of %d has no ID", op, stream, i+1, len(shards))
+		case seen[p.ShardID]:
+			return fmt.Errorf("fleet: %s into stream %s: shard %s is listed twice", op, stream, p.ShardID)
+		}
+		seen[p.ShardID] = true
+		if err := kinesisload.CheckRestore(p); err != nil {
+			return fmt.Errorf("fleet: %s into stream %s: shard %s: %w", op, stream, p.ShardID, err)
+		}
+	}
+	return nil
+}
+
+// putImported writes s, unowned at its first epoch, into partition part
+// on condition that it is absent (see putOnce): an item found there is
+// the write's when it is the one Import would write.
+func putImported(ctx context.Context, table Table, part string, s *shardItem) error {
+	return putOnce(ctx, table, s.encode(part), func(got Item) (bool, error) {
+		gs, err := decodeShard(got)
+		return err == nil && sameImport(gs, s), err
+	})
 }
 
 // sameImport reports whether the stored item got is the item Import
@@ -182,18 +199,8 @@ func RestoreMissing(ctx context.Context, table Table, stream string, id kinesisl
 	if stream == "" {
 		return nil, errors.New("fleet: RestoreMissing: the stream name is empty")
 	}
-	seen := map[string]bool{}
-	for i, p := range shards {
-		switch {
-		case p.ShardID == "":
-			return nil, fmt.Errorf("fleet: restore into stream %s: shard %d of %d has no ID", stream, i+1, len(shards))
-		case seen[p.ShardID]:
-			return nil, fmt.Errorf("fleet: restore into stream %s: shard %s is listed twice", stream, p.ShardID)
-		}
-		seen[p.ShardID] = true
-		if err := kinesisload.CheckRestore(p); err != nil {
-			return nil, fmt.Errorf("fleet: restore into stream %s: shard %s: %w", stream, p.ShardID, err)
-		}
+	if err := checkShards("restore", stream, shards); err != nil {
+		return nil, err
 	}
 	ident, err := generationInForce(ctx, table, stream)
 	if err != nil {
@@ -229,10 +236,7 @@ func RestoreMissing(ctx context.Context, table Table, stream string, id kinesisl
 		p.Parents = slices.Sorted(slices.Values(p.Parents))
 		epoch := max(floor, above[p.ShardID]+1)
 		s := &shardItem{id: p.ShardID, item: Item{Partition: part, Key: prefixShard + p.ShardID}, epoch: epoch, base: epoch, prog: p}
-		err := putOnce(ctx, table, s.encode(part), func(got Item) (bool, error) {
-			gs, err := decodeShard(got)
-			return err == nil && sameImport(gs, s), err
-		})
+		err := putImported(ctx, table, part, s)
 		switch {
 		case errors.Is(err, ErrNotEmpty):
 			continue // a host wrote it again meanwhile: its position is the further
@@ -249,19 +253,12 @@ func RestoreMissing(ctx context.Context, table Table, stream string, id kinesisl
 // roster r committed a position of it (its positions in partition part).
 func leaseEpochs(ctx context.Context, table Table, part string, r roster) (map[string]uint64, error) {
 	out := map[string]uint64{}
-	for _, host := range slices.Sorted(maps.Keys(r.raw)) {
-		var items []Item
-		err := readWaiting(ctx, func() (err error) {
-			items, err = table.Query(ctx, posPartition(part, host))
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
+	err := eachHostsPositions(ctx, table, part, r, func(_ string, items []Item) bool {
 		entries, _ := decodePositions(items) // what decodes
 		for id, e := range entries {
 			out[id] = max(out[id], e.epoch)
 		}
-	}
-	return out, nil
+		return true
+	})
+	return out, err
 }
