@@ -1479,12 +1479,24 @@ func (w *world) voidRewinds(shard string, e *edit) {
 func (w *world) latestPartition() string {
 	best, gen := stream, 0
 	for _, p := range w.table.Partitions() {
-		var n int
-		if _, err := fmt.Sscanf(p, stream+"#gen%d", &n); err == nil && !strings.Contains(p, "#pos#") && n > gen {
+		if n, ok := generationOf(p); ok && n > gen {
 			best, gen = p, n
 		}
 	}
 	return best
+}
+
+// generationOf returns the generation whose partition (of the stream's
+// items, not a host's positions) p is.
+func generationOf(p string) (int, bool) {
+	if p == stream {
+		return 0, true
+	}
+	var n int
+	if _, err := fmt.Sscanf(p, stream+"#gen%d", &n); err != nil || strings.Contains(p, "#pos#") {
+		return 0, false
+	}
+	return n, true
 }
 
 // heal ends every fault: Kinesis's, the table's and the Sink's; pauses end,
@@ -1592,11 +1604,9 @@ func (w *world) checkBeats() {
 		out := map[string]string{"": latest}
 		gens := map[string]int{}
 		for _, part := range w.table.Partitions() {
-			gen := 0
-			if part != stream {
-				if _, err := fmt.Sscanf(part, stream+"#gen%d", &gen); err != nil || strings.Contains(part, "#pos#") {
-					continue
-				}
+			gen, ok := generationOf(part)
+			if !ok {
+				continue
 			}
 			it, err := w.table.Get(context.Background(), part, "roster")
 			if err != nil {
