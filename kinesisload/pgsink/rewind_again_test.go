@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
-	"github.com/tidemark/tidemark/journal"
 	"github.com/tidemark/tidemark/kinesisload"
 	"github.com/tidemark/tidemark/kinesisload/pgsink/pgtest"
 	"github.com/tidemark/tidemark/scan"
@@ -69,44 +67,5 @@ func TestAReadOnlyDatabaseIsTransient(t *testing.T) {
 // operator who then sets the checkpoint back by hand, as it says, meets
 // ErrDuplicate for good.
 func TestALoaderOfPerShardRewoundReadsTheShardAgain(t *testing.T) {
-	db := startPostgres(t)
-	f := newStream(t, 1)
-	want := put(t, f, "", "r", 6)
-	shard := want[0].Shard
-	sink := testSinkOf(db)
-	dir := t.TempDir()
-	newLoader := func() (*kinesisload.Loader, error) {
-		cfg := baseConfig(sink.PerShard(), 2)
-		cfg.Dir = dir
-		return kinesisload.New(cfg, kinesisload.WithClient(f), kinesisload.WithLogger(testLogger()))
-	}
-	if err := runUntil(t, newLoader, func() bool { return count(t, db) == 6 }); err != nil {
-		t.Fatal(err)
-	}
-	j, err := journal.Open(dir, journal.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := kinesisload.NewJournalStore(context.Background(), j, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	to := scan.AfterSequence(want[2].Seq)
-	if _, err := st.Rewind(context.Background(), streamName, kinesisload.Rewind{ID: "rw1", By: "ops", At: time.Now()}, map[string]scan.Position{shard: to}); err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	more := put(t, f, "", "s", 2)
-	last := scan.AfterSequence(more[1].Seq)
-	if err := runUntil(t, newLoader, func() bool {
-		got, _ := sink.Checkpoints(context.Background(), streamName)
-		return got[shard].Equal(last)
-	}); err != nil {
-		t.Fatalf("the run after the rewind: %v", err)
-	}
-	if n := count(t, db); n != 8 {
-		t.Errorf("%d rows after the rewind, want the 8 records once each", n)
-	}
+	loaderRewoundReadsTheShardAgain(t, (*Sink).PerShard)
 }

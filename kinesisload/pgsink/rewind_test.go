@@ -76,6 +76,15 @@ func TestRewindCheckpointTwiceInARow(t *testing.T) {
 // after the rewind come again and are stored once, and the ones put since
 // are stored. It stopped with a RewindError (pgsink was no Rewinder).
 func TestALoaderRewoundReadsTheShardAgainIntoPostgres(t *testing.T) {
+	loaderRewoundReadsTheShardAgain(t, func(s *Sink) kinesisload.TransactionalSink { return s }) // the Sink itself: a Rewinder
+}
+
+// loaderRewoundReadsTheShardAgain runs a Loader into the Sink as sinkOf
+// gives it until the shard's 6 records are stored, rewinds the shard in
+// its journal to after the third, puts 2 more, and wants the 8 records
+// stored once each after the next run.
+func loaderRewoundReadsTheShardAgain(t *testing.T, sinkOf func(*Sink) kinesisload.TransactionalSink) {
+	t.Helper()
 	db := startPostgres(t)
 	f := newStream(t, 1)
 	want := put(t, f, "", "r", 6)
@@ -83,7 +92,7 @@ func TestALoaderRewoundReadsTheShardAgainIntoPostgres(t *testing.T) {
 	sink := testSinkOf(db)
 	dir := t.TempDir()
 	newLoader := func() (*kinesisload.Loader, error) {
-		cfg := baseConfig(sink, 2) // the Sink itself: a Rewinder
+		cfg := baseConfig(sinkOf(sink), 2)
 		cfg.Dir = dir
 		return kinesisload.New(cfg, kinesisload.WithClient(f), kinesisload.WithLogger(testLogger()))
 	}
