@@ -11,7 +11,6 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/tidemark/tidemark/kinesisload"
-	"github.com/tidemark/tidemark/kinesisload/fleet"
 	"github.com/tidemark/tidemark/kinesisload/kinesistest"
 	"github.com/tidemark/tidemark/scan"
 )
@@ -22,20 +21,7 @@ import (
 func TestStatusNegativeHeartbeatWaitIsAUsageError(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	c, err := fleet.New(w.table, fleet.Config{HostID: "a", ManualRounds: true, Clock: w.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := c.Join(ctx, "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Leave(ctx)
-	if err := m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
-		return st.Save(ctx, "s", []kinesisload.ShardProgress{{ShardID: "shard-a", State: kinesisload.StateActive, Position: scan.TrimHorizon()}})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	c, m := initialisedFleet(t, w, []kinesisload.ShardProgress{{ShardID: "shard-a", State: kinesisload.StateActive, Position: scan.TrimHorizon()}})
 	for range 20 {
 		ls, err := m.Acquire(ctx, []string{"shard-a"})
 		if err != nil {

@@ -701,3 +701,26 @@ func TestStatusCallsNoShardHealthyWhoseLagItDidNotSee(t *testing.T) {
 		})
 	}
 }
+
+// initialisedFleet joins host "a" to stream "s" of w's table on w's clock
+// (rounds run by hand), initialises the stream with shards, and leaves at
+// the end of the test.
+func initialisedFleet(t *testing.T, w *world, shards []kinesisload.ShardProgress) (*fleet.Coordinator, kinesisload.Membership) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := fleet.New(w.table, fleet.Config{HostID: "a", ManualRounds: true, Clock: w.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Join(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Leave(ctx) })
+	if err := m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
+		return st.Save(ctx, "s", shards)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return c, m
+}

@@ -19,23 +19,10 @@ import (
 func TestImportMissingRestoresAShardItemDeletedByHand(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	c, err := fleet.New(w.table, fleet.Config{HostID: "a", ManualRounds: true, Clock: w.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := c.Join(ctx, "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Leave(ctx)
-	if err := m.Initialise(ctx, func(ctx context.Context, st kinesisload.PositionStore) error {
-		return st.Save(ctx, "s", []kinesisload.ShardProgress{
-			{ShardID: "shard-a", State: kinesisload.StateActive, Position: scan.AfterSequence("100")},
-			{ShardID: "shard-b", State: kinesisload.StateActive, Position: scan.AfterSequence("200")},
-		})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	initialisedFleet(t, w, []kinesisload.ShardProgress{
+		{ShardID: "shard-a", State: kinesisload.StateActive, Position: scan.AfterSequence("100")},
+		{ShardID: "shard-b", State: kinesisload.StateActive, Position: scan.AfterSequence("200")},
+	})
 	file := filepath.Join(t.TempDir(), "backup.json")
 	if code, _, errOut := w.run("export", "--table", "t", "--stream", "s", "--out", file); code != ExitOK {
 		t.Fatalf("export = %d, %q", code, errOut)
