@@ -435,9 +435,31 @@ func (t table) Query(ctx context.Context, partition string) (its []fleet.Item, e
 	return its, err
 }
 
-func (t table) Put(ctx context.Context, in fleet.Item) (it fleet.Item, err error) {
-	err = t.tcall(ctx, "Put", true, func(ctx context.Context) (err error) {
-		it, err = t.p.table.Put(ctx, in)
+// answer holds the item a table write answers. A write whose caller
+// stopped waiting (a pause, see proc.call) is still sent later, and sets
+// its answer after the caller read it: the lock keeps that from racing.
+type answer struct {
+	mu sync.Mutex
+	it fleet.Item
+}
+
+func (a *answer) set(it fleet.Item) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.it = it
+}
+
+func (a *answer) get() fleet.Item {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.it
+}
+
+func (t table) Put(ctx context.Context, in fleet.Item) (fleet.Item, error) {
+	var ans answer
+	err := t.tcall(ctx, "Put", true, func(ctx context.Context) error {
+		it, err := t.p.table.Put(ctx, in)
+		ans.set(it)
 		if err == nil && in.Key == "init" && in.Field("t0") != "" {
 			t.p.w.t0Written(in.Field("t0"), t.p.began)
 		}
@@ -446,7 +468,7 @@ func (t table) Put(ctx context.Context, in fleet.Item) (it fleet.Item, err error
 		}
 		return err
 	})
-	return it, err
+	return ans.get(), err
 }
 
 func (t table) Delete(ctx context.Context, partition, key string, version uint64) error {
@@ -459,15 +481,17 @@ func (t table) Delete(ctx context.Context, partition, key string, version uint64
 	})
 }
 
-func (t table) SetEntry(ctx context.Context, partition, key, field, entry, old, value string) (it fleet.Item, err error) {
-	err = t.tcall(ctx, "SetEntry", true, func(ctx context.Context) (err error) {
-		it, err = t.p.table.SetEntry(ctx, partition, key, field, entry, old, value)
+func (t table) SetEntry(ctx context.Context, partition, key, field, entry, old, value string) (fleet.Item, error) {
+	var ans answer
+	err := t.tcall(ctx, "SetEntry", true, func(ctx context.Context) error {
+		it, err := t.p.table.SetEntry(ctx, partition, key, field, entry, old, value)
+		ans.set(it)
 		if debugKey != "" && key == debugKey {
 			t.p.w.logf("DEBUG %s SetEntry %s/%s %s[%s] %q -> %q: %v", t.p.name, partition, key, field, entry, old, value, err)
 		}
 		return err
 	})
-	return it, err
+	return ans.get(), err
 }
 
 // jrnl is the file journal of a single-host process through its gate. It
