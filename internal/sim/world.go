@@ -1615,7 +1615,10 @@ func (w *world) checkBeats() {
 			for host, v := range it.Maps["beats"] {
 				if f := strings.Fields(v); len(f) > 0 {
 					if g, ok := gens[host]; !ok || gen > g {
-						gens[host], out[host] = gen, fmt.Sprintf("%s %s", part, f[0]) // c=<counter>
+						// c=<counter>, and the counter a busy host's
+						// beat carries on its first positions chunk.
+						chunk, _ := w.table.Get(context.Background(), part+"#pos#"+host, "pos#0")
+						gens[host], out[host] = gen, fmt.Sprintf("%s %s %s", part, f[0], chunk.Field("c"))
 					}
 				}
 			}
@@ -1648,7 +1651,7 @@ func (w *world) checkBeats() {
 			continue
 		}
 		if c, ok := after[p.host]; !ok || c == before[p.host] {
-			w.failf("%s (host %s): no heartbeat landed in %v after every record was delivered (roster entry counter %q, then %q)", p.name, p.host, 2*w.spec.Lease, before[p.host], c)
+			w.failf("%s (host %s): no heartbeat landed in %v after every record was delivered (roster entry and first chunk's counters %q, then %q)", p.name, p.host, 2*w.spec.Lease, before[p.host], c)
 		}
 	}
 }

@@ -175,6 +175,12 @@ type seen struct {
 	by               kinesisload.BalanceBy
 	raw              string // the entry as stored
 	at               time.Time
+	// chunked says the host's entry lets it beat in its first positions
+	// chunk; chunk is the counter that chunk held when we last read it,
+	// at chunkAt (zero: not read yet). See watch.
+	chunked bool
+	chunk   uint64
+	chunkAt time.Time
 }
 
 // unknownCounter marks a host noticed (as the holder of the
@@ -228,11 +234,21 @@ type member struct {
 	tried      map[uint64]time.Time
 	changes    uint64    // our changes to the table so far
 	lastOK     time.Time // start of our last heartbeat known to have landed
-	fenced     bool
-	left       bool
-	committed  string // the committed initialisation batch, once known
-	seen       map[string]seen
-	needRead   bool // a change was seen: read the partition next
+	// wroteEntry says a roster write of this session landed: until one
+	// has, every beat is written in the roster. rosterAt is when our
+	// last read of the roster (a write's answer, or a Get) began.
+	wroteEntry bool
+	rosterAt   time.Time
+	// chunkBeat is the heartbeat counter our first positions chunk
+	// carries (see beat); loadAt is when our entry last published our
+	// load (BalanceByThroughput).
+	chunkBeat uint64
+	loadAt    time.Time
+	fenced    bool
+	left      bool
+	committed string // the committed initialisation batch, once known
+	seen      map[string]seen
+	needRead  bool // a change was seen: read the partition next
 	// toGet are the shard items other hosts' hints name as changed since
 	// we read them: the next round reads them alone (see hint).
 	toGet map[string]bool
@@ -420,7 +436,21 @@ func (m *member) alive(id string, now time.Time) bool {
 		return !m.fenced
 	}
 	s, ok := m.seen[id]
-	return ok && !s.left && s.counter != badCounter && now.Sub(s.at) < m.c.cfg.LeaseDuration
+	return ok && !s.left && s.counter != badCounter && !m.still(s, now)
+}
+
+// still reports whether s's host has shown no sign of life for a lease
+// duration on our clock: its beat unchanged since s.at, on reads made a
+// lease duration after it, of the roster and, when the host may beat in
+// its positions, of its first chunk. A host whose last beat landed
+// before s.at has fenced itself by then. m.mu must be held.
+func (m *member) still(s seen, now time.Time) bool {
+	lease := m.c.cfg.LeaseDuration
+	if now.Sub(s.at) < lease {
+		return false
+	}
+	due := s.at.Add(lease)
+	return !m.rosterAt.Before(due) && (!s.chunked || !s.chunkAt.Before(due))
 }
 
 // mayHold reports whether host id may still hold its leases in m's view,
@@ -439,7 +469,7 @@ func (m *member) mayHold(id string, now time.Time) bool {
 		m.seen[id] = seen{counter: unknownCounter, at: now}
 		return true
 	}
-	return now.Sub(s.at) < m.c.cfg.LeaseDuration
+	return !m.still(s, now)
 }
 
 // aliveOrUnknown is alive, except that a host not observed yet counts as
@@ -450,7 +480,7 @@ func (m *member) aliveOrUnknown(id string, now time.Time) bool {
 	case !ok:
 		m.seen[id] = seen{counter: unknownCounter, at: now}
 	case s.counter == badCounter:
-		return now.Sub(s.at) < m.c.cfg.LeaseDuration
+		return !m.still(s, now)
 	}
 	return m.alive(id, now)
 }

@@ -89,16 +89,102 @@ func (m *member) beat() {
 		}
 	}
 	next := m.nextEntry()
-	next.counter = max(m.entry.counter, m.maxTried()) + 1
-	m.tried[next.counter] = began
-	m.mu.Unlock()
-	m.writeEntry(next, began)
+	chunked := m.mayBeatInChunk(next, began)
+	next.counter = max(m.entry.counter, m.maxTried(), m.chunkBeat) + 1
+	m.chunkBeat = next.counter
+	if chunked {
+		m.mu.Unlock()
+		m.beatInChunk(next, began)
+	} else {
+		m.tried[next.counter] = began
+		if next.load != m.entry.load {
+			m.loadAt = began
+		}
+		m.mu.Unlock()
+		m.writeEntry(next, began)
+		m.mu.Lock()
+		m.checkFence()
+		m.mu.Unlock()
+		m.kickBalance() // with what this answer told, beside the positions' write
+		m.flush(false)
+	}
+	m.watch()
+	m.keepLock()
+}
+
+// mayBeatInChunk reports whether this round's beat may be carried by our
+// first positions chunk, which the round writes anyway: the positions
+// are due, our entry has nothing new to say (its counter aside), it says
+// we may (and a write of this session landed it), and every other host's
+// entry says the same (a host of an earlier version, or one that has not
+// written its entry yet, reads only the roster). A busy host so writes
+// once a round, not twice. m.mu must be held.
+func (m *member) mayBeatInChunk(next beat, now time.Time) bool {
+	cfg := m.c.cfg
+	if !m.wroteEntry || !m.entryKnown || !m.entry.chunked || !m.dirty || len(m.oldHosts) > 0 ||
+		now.Sub(m.flushedAt) < cfg.CheckpointInterval-cfg.RenewInterval/2 {
+		return false
+	}
+	if cfg.BalanceBy == kinesisload.BalanceByThroughput {
+		if now.Sub(m.loadAt) >= cfg.LeaseDuration {
+			return false // our load is published at least once a lease duration
+		}
+		next.load = m.entry.load
+	}
+	if next.String() != m.entryRaw {
+		return false
+	}
+	for id, s := range m.seen {
+		if id != m.me && !s.left && !s.chunked && !m.still(s, now) {
+			return false
+		}
+	}
+	return true
+}
+
+// beatInChunk is a beat carried by our first positions chunk: the round
+// writes our positions with the counter of next, then reads the roster,
+// for the others' entries. The beat counts as landed (for our fence)
+// only when both did and the roster holds our entry as we last wrote it
+// (one marked left or removed by hand is written again next round).
+// When the chunk or the read fails, the round writes our entry too, as
+// a round that beats in the roster does (its answer is the roster).
+// Called with m.beatMu held.
+func (m *member) beatInChunk(next beat, began time.Time) {
+	settled := false
+	if m.flushUnder(m.ctx, true) {
+		ctx, cancel := context.WithTimeout(m.ctx, m.c.cfg.CallTimeout)
+		it, err := m.c.table.Get(ctx, m.part, keyRoster)
+		cancel()
+		if fatal(err) {
+			m.fail("reading the roster", err)
+			return
+		}
+		if err == nil {
+			r, derr := decodeRoster(it)
+			if derr != nil {
+				m.fail("reading the roster", derr)
+				return
+			}
+			m.mu.Lock()
+			if m.entryKnown && r.raw[m.me] == m.entryRaw && began.After(m.lastOK) {
+				m.lastOK = began
+			}
+			m.settle(r, began)
+			m.mu.Unlock()
+			settled = true
+		}
+	}
+	if !settled {
+		m.mu.Lock()
+		m.tried[next.counter] = began
+		m.mu.Unlock()
+		m.writeEntry(next, began)
+	}
 	m.mu.Lock()
 	m.checkFence()
 	m.mu.Unlock()
-	m.kickBalance() // with what this answer told, beside the positions' write
-	m.flush(false)
-	m.keepLock()
+	m.kickBalance()
 }
 
 // nextEntry is our entry as the next write makes it: the counter as it
@@ -108,7 +194,7 @@ func (m *member) nextEntry() beat {
 	if m.hint.from != 0 && m.c.now().Sub(m.hintAt) >= hintKeep*m.c.cfg.RenewInterval {
 		m.hint = hint{} // every host has read it by now, or reads all
 	}
-	next := beat{counter: m.entry.counter, changes: m.changes, by: m.c.cfg.BalanceBy, hint: m.hint}
+	next := beat{counter: m.entry.counter, changes: m.changes, by: m.c.cfg.BalanceBy, hint: m.hint, chunked: true}
 	if m.c.cfg.BalanceBy == kinesisload.BalanceByThroughput {
 		for _, l := range m.held {
 			next.load += kinesisload.Weight(l.meter.Rate())
@@ -178,6 +264,7 @@ func (m *member) writeEntry(next beat, began time.Time) {
 			if at.After(m.lastOK) {
 				m.lastOK = at
 			}
+			m.wroteEntry = true
 			for c := range m.tried {
 				if c <= got.counter {
 					delete(m.tried, c)
@@ -185,7 +272,16 @@ func (m *member) writeEntry(next beat, began time.Time) {
 			}
 		}
 	}
+	m.settle(r, began)
+}
+
+// settle takes in the roster r, read by a call that began at began: our
+// entry as it stands, and every other host's. m.mu must be held.
+func (m *member) settle(r roster, began time.Time) {
 	m.knowEntry(r)
+	if began.After(m.rosterAt) {
+		m.rosterAt = began
+	}
 	if m.fenced && !m.fenceDue(m.c.now()) {
 		m.fenced = false
 	}
@@ -228,12 +324,13 @@ func (m *member) observe(r roster) {
 			case s.changes != b.changes:
 				m.noteChanges(s.changes, b)
 			}
-			m.seen[id] = seen{counter: b.counter, changes: b.changes, left: b.left, load: b.load, by: b.by, raw: r.raw[id], at: at}
+			m.seen[id] = seen{counter: b.counter, changes: b.changes, left: b.left, load: b.load, by: b.by, raw: r.raw[id], at: at,
+				chunked: b.chunked, chunk: s.chunk, chunkAt: s.chunkAt}
 		} else {
 			if s.changes != b.changes {
 				m.noteChanges(s.changes, b)
 			}
-			s.changes, s.load, s.by, s.raw = b.changes, b.load, b.by, r.raw[id]
+			s.changes, s.load, s.by, s.raw, s.chunked = b.changes, b.load, b.by, r.raw[id], b.chunked
 			m.seen[id] = s
 		}
 		if b.by != m.c.cfg.BalanceBy && !b.left && !m.warned[id] {
@@ -424,16 +521,21 @@ func (m *member) tryMarkLeft(ctx context.Context) (done bool, err error) {
 // the last write must not wait a whole round more: with the default
 // CheckpointInterval (RenewInterval) every round writes the positions
 // that moved, so every commit is durable within one round.
+//
+// The first chunk carries our heartbeat counter as the round's beat set
+// it (see beatInChunk). flushUnder reports whether that chunk was
+// written with it.
 func (m *member) flush(force bool) { m.flushUnder(m.ctx, force) }
 
-func (m *member) flushUnder(parent context.Context, force bool) {
+func (m *member) flushUnder(parent context.Context, force bool) (first bool) {
 	m.mu.Lock()
 	now := m.c.now()
 	due := now.Sub(m.flushedAt) >= m.c.cfg.CheckpointInterval-m.c.cfg.RenewInterval/2
 	if m.left && !force || !m.dirty || !force && !due {
 		m.mu.Unlock()
-		return
+		return false
 	}
+	counter := strconv.FormatUint(m.chunkBeat, 10)
 	entries := make(map[string]string, len(m.held)+len(m.orphans))
 	for id, e := range m.orphans {
 		entries[id] = e.String()
@@ -455,12 +557,16 @@ func (m *member) flushUnder(parent context.Context, force bool) {
 			v = versions[i]
 		}
 		ctx, cancel := context.WithTimeout(parent, m.c.cfg.CallTimeout)
-		stored, err := m.c.table.Put(ctx, Item{Partition: pp, Key: prefixPos + strconv.Itoa(i), Version: v, Maps: map[string]map[string]string{fieldPos: ch}})
+		it := Item{Partition: pp, Key: prefixPos + strconv.Itoa(i), Version: v, Maps: map[string]map[string]string{fieldPos: ch}}
+		if i == 0 {
+			it.Fields = map[string]string{fieldBeat: counter}
+		}
+		stored, err := m.c.table.Put(ctx, it)
 		if err != nil && !fatal(err) {
 			// Read back the version: the write landed (its answer was
 			// lost), or an earlier life of ours wrote the chunk.
-			if got, gerr := m.c.table.Get(ctx, pp, prefixPos+strconv.Itoa(i)); gerr == nil {
-				if same := got.Exists() && maps.Equal(got.Maps[fieldPos], ch); same {
+			if got, gerr := m.c.table.Get(ctx, pp, it.Key); gerr == nil {
+				if same := got.Exists() && maps.Equal(got.Maps[fieldPos], ch) && got.Field(fieldBeat) == it.Field(fieldBeat); same {
 					stored, err = got, nil
 				} else {
 					v = got.Version
@@ -471,9 +577,11 @@ func (m *member) flushUnder(parent context.Context, force bool) {
 		switch {
 		case fatal(err):
 			m.fail("writing the positions", err)
-			return
+			return false
 		case err != nil:
 			ok = false
+		case i == 0:
+			first = true
 		}
 		for len(versions) <= i {
 			versions = append(versions, 0)
@@ -510,6 +618,7 @@ func (m *member) flushUnder(parent context.Context, force bool) {
 		m.dirty = true
 	}
 	m.mu.Unlock()
+	return first
 }
 
 // assignChunks splits entries, by shard, into the chunks of our
@@ -653,6 +762,11 @@ func (m *member) recover(ctx context.Context) error {
 		if !ok || err != nil || i < 0 || i > 1<<20 {
 			continue
 		}
+		if c, err := strconv.ParseUint(it.Field(fieldBeat), 10, 64); err == nil && i == 0 {
+			// Our counters go on from an earlier life's: a watcher
+			// that read its chunk sees ours move.
+			m.chunkBeat = max(m.chunkBeat, c)
+		}
 		for len(m.posVersions) <= i {
 			m.posVersions = append(m.posVersions, 0)
 		}
@@ -701,6 +815,76 @@ func (m *member) releaseEarlierLife(ctx context.Context) error {
 		// (see decide).
 	}
 	return nil
+}
+
+// watchFleet is how many times a lease duration the fleet as a whole
+// reads the first chunk of a host that beats there: each of the others
+// reads it every LeaseDuration x (hosts-1) / watchFleet, at a phase of
+// its own, so that a host's death is seen about LeaseDuration/watchFleet
+// after it wherever the fleet's size, and the reads cost the fleet
+// watchFleet reads of every position a lease duration.
+const watchFleet = 20
+
+// watchEvery is how long we leave a host that beats in its first chunk
+// without reading it, as others see it: LeaseDuration x (hosts-1) /
+// watchFleet, at least two rounds and at most a lease duration. m.mu
+// must be held.
+func (m *member) watchEvery(now time.Time) time.Duration {
+	cfg := m.c.cfg
+	others := 0
+	for id, s := range m.seen {
+		if id != m.me && !s.left && s.known() && !m.still(s, now) {
+			others++
+		}
+	}
+	every := cfg.LeaseDuration * time.Duration(others) / watchFleet
+	return min(max(every, 2*cfg.RenewInterval), cfg.LeaseDuration)
+}
+
+// watch reads the first chunk of every host whose entry lets it beat
+// there and that showed no sign of life for watchEvery: a counter that
+// moved since our last read of it (or, at our first, one past its
+// entry's) is a beat, as in the roster. Without the read the host would
+// count as gone a lease duration after its roster entry last moved (see
+// still). Called with m.beatMu held.
+func (m *member) watch() {
+	m.mu.Lock()
+	now := m.c.now()
+	every := m.watchEvery(now)
+	var due []string
+	for id, s := range m.seen {
+		if id != m.me && s.chunked && now.Sub(s.at) >= every && now.Sub(s.chunkAt) >= every {
+			due = append(due, id)
+		}
+	}
+	m.mu.Unlock()
+	slices.Sort(due)
+	for _, id := range due {
+		began := m.c.now()
+		ctx, cancel := context.WithTimeout(m.ctx, m.c.cfg.CallTimeout)
+		it, err := m.c.table.Get(ctx, posPartition(m.part, id), prefixPos+"0")
+		cancel()
+		if fatal(err) {
+			m.fail("reading a host's positions", err)
+			return
+		}
+		if err != nil {
+			continue // read again next round
+		}
+		c, _ := strconv.ParseUint(it.Field(fieldBeat), 10, 64) // none, or edited by hand: 0
+		m.mu.Lock()
+		if s, ok := m.seen[id]; ok && s.chunked {
+			if moved := !s.chunkAt.IsZero() && c != s.chunk || s.chunkAt.IsZero() && c > s.counter && s.known(); moved {
+				s.at = m.c.now() // after the read, as observe times the roster's
+			}
+			s.chunk = c
+			if began.After(s.chunkAt) {
+				s.chunkAt = began
+			}
+			m.seen[id] = s
+		}
+		m.mu.Unlock()
+	}
 }
 
 // sleep waits d, or until ctx ends.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/tidemark/tidemark/kinesisload"
@@ -27,7 +28,9 @@ type ShardInfo struct {
 // HostInfo is a host's entry in the roster.
 type HostInfo struct {
 	// Counter is the heartbeat counter; it moves once per RenewInterval
-	// while the host is alive.
+	// while the host is alive. A busy host carries its beat on its first
+	// positions chunk rather than its roster entry: Counter is the larger
+	// of the two.
 	Counter uint64
 	// Changes counts the host's changes to the table.
 	Changes uint64
@@ -156,7 +159,17 @@ func (r reader) generation(ctx context.Context, gen uint64) (map[string]ShardInf
 	}
 	hosts := map[string]HostInfo{}
 	for id, b := range snap.roster.beats {
-		hosts[id] = HostInfo{Counter: b.counter, Changes: b.changes, Left: b.left, Load: b.load}
+		counter := b.counter
+		if b.chunked {
+			it, err := r.table.Get(ctx, posPartition(part, id), prefixPos+"0")
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("fleet: stream %s: reading the positions of host %s: %w", r.stream, id, err)
+			}
+			if c, err := strconv.ParseUint(it.Field(fieldBeat), 10, 64); err == nil {
+				counter = max(counter, c)
+			}
+		}
+		hosts[id] = HostInfo{Counter: counter, Changes: b.changes, Left: b.left, Load: b.load}
 	}
 	return out, snap, hosts, nil
 }

@@ -39,6 +39,7 @@ const (
 	fieldBeats = "beats" // the roster's map: host → its beat
 	fieldPos   = "pos"   // a positions chunk's map: shard → its position
 	fieldPend  = "pend"  // a shard item's map: init batch token → progress
+	fieldBeat  = "c"     // a host's first positions chunk: its heartbeat counter
 
 	// entryGen is the roster entry of a generation the fleet left: the
 	// generation that replaced it.
@@ -415,8 +416,9 @@ func (s *shardItem) encode(part string) Item {
 
 // beat is a host's entry in the roster: its heartbeat counter, how many
 // changes it made to the table (a host that sees it move reads the table
-// again), what it balances by and the load it holds, whether it left, and
-// which shard items its latest changes wrote.
+// again), what it balances by and the load it holds, whether it left,
+// which shard items its latest changes wrote, and whether it may beat in
+// its positions instead (see [member.beat]).
 type beat struct {
 	counter uint64
 	changes uint64
@@ -424,6 +426,11 @@ type beat struct {
 	load    float64 // the sum of its shards' weights (BalanceByThroughput)
 	left    bool
 	hint    hint
+	// chunked: the host may carry its heartbeat counter on its first
+	// positions chunk instead of this entry, and watches the others'
+	// chunks. Written as "p=1"; versions before it ignore the field, and
+	// a host whose entry lacks it makes every host beat in the roster.
+	chunked bool
 }
 
 // hint names the shard items that the changes from..changes of a host
@@ -520,6 +527,9 @@ func (b beat) String() string {
 	if b.hint.from != 0 {
 		s += " h=" + b.hint.String()
 	}
+	if b.chunked {
+		s += " p=1"
+	}
 	return s
 }
 
@@ -551,6 +561,8 @@ func parseBeat(v string) (beat, error) {
 			}
 		case "h":
 			b.hint, err = parseHint(val)
+		case "p":
+			b.chunked = val == "1"
 		}
 		if err != nil {
 			return b, fmt.Errorf("beat %q: %s: %v", v, k, err)
