@@ -102,13 +102,15 @@ func (m *member) beat() {
 		}
 		m.mu.Unlock()
 		m.writeEntry(next, began)
-		m.mu.Lock()
-		m.checkFence()
-		m.mu.Unlock()
-		m.kickBalance() // with what this answer told, beside the positions' write
+	}
+	m.mu.Lock()
+	m.checkFence()
+	m.mu.Unlock()
+	m.watch()
+	m.kickBalance() // with what this round saw, beside the positions' write
+	if !chunked {
 		m.flush(false)
 	}
-	m.watch()
 	m.keepLock()
 }
 
@@ -181,10 +183,6 @@ func (m *member) beatInChunk(next beat, began time.Time) {
 		m.mu.Unlock()
 		m.writeEntry(next, began)
 	}
-	m.mu.Lock()
-	m.checkFence()
-	m.mu.Unlock()
-	m.kickBalance()
 }
 
 // nextEntry is our entry as the next write makes it: the counter as it
@@ -842,18 +840,25 @@ func (m *member) watchEvery(now time.Time) time.Duration {
 }
 
 // watch reads the first chunk of every host whose entry lets it beat
-// there and that showed no sign of life for watchEvery: a counter that
-// moved since our last read of it (or, at our first, one past its
-// entry's) is a beat, as in the roster. Without the read the host would
-// count as gone a lease duration after its roster entry last moved (see
-// still). Called with m.beatMu held.
+// there and that showed no sign of life for watchEvery, and of every such
+// host that may be gone (no sign for a lease duration) but was not read
+// since: a counter that moved since our last read of it (or, at our
+// first, one past its entry's) is a beat, as in the roster. Without the
+// reads the host would never count as gone (see still). The intervals are
+// counted less half a round, as the positions' (see flush). Called with
+// m.beatMu held.
 func (m *member) watch() {
 	m.mu.Lock()
 	now := m.c.now()
-	every := m.watchEvery(now)
+	lease, slack := m.c.cfg.LeaseDuration, m.c.cfg.RenewInterval/2
+	every := m.watchEvery(now) - slack
 	var due []string
 	for id, s := range m.seen {
-		if id != m.me && s.chunked && now.Sub(s.at) >= every && now.Sub(s.chunkAt) >= every {
+		if id == m.me || !s.chunked {
+			continue
+		}
+		if now.Sub(s.at) >= every && now.Sub(s.chunkAt) >= every ||
+			now.Sub(s.at) >= lease && s.chunkAt.Before(s.at.Add(lease)) {
 			due = append(due, id)
 		}
 	}
