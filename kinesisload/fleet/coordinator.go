@@ -181,6 +181,7 @@ type seen struct {
 	chunked bool
 	chunk   uint64
 	chunkAt time.Time
+	watched int64 // the slot of our last routine read of that chunk (see slot)
 }
 
 // unknownCounter marks a host noticed (as the holder of the

@@ -22,13 +22,16 @@
 //
 //   - "roster": every host's heartbeat, one entry per host: a counter
 //     that moves once a round, how many changes the host made to the
-//     table, what it balances by and its load. Each round a host writes
-//     its entry (one conditional write) and the answer is the whole
-//     roster: it learns every other host's beat without a read. A host is
-//     dead in an observer's view when its counter has not moved for
-//     LeaseDuration of the observer's own monotonic clock; liveness never
-//     compares clocks across hosts (epochs carry a floor of the writing
-//     host's clock: see epochFloor).
+//     table, what it balances by and its load. A host whose round has no
+//     positions to write writes its entry (one conditional write) and the
+//     answer is the whole roster: it learns every other host's beat
+//     without a read. A busy host's round, which writes its positions
+//     anyway, carries the counter on its first positions chunk instead
+//     and then reads the roster (see below). A host is dead in an
+//     observer's view when its counter has not moved for LeaseDuration of
+//     the observer's own monotonic clock, on reads made after that;
+//     liveness never compares clocks across hosts (epochs carry a floor
+//     of the writing host's clock: see epochFloor).
 //   - "shard#<id>", one per shard: owner, fencing epoch (it grows on every
 //     owner change, and across generations: generation N's start above
 //     N<<32), a handoff request, the shard's lineage and state, its
@@ -47,8 +50,19 @@
 // lease's epoch. A commit of a state (DRAINING, COMPLETED) is written into
 // the shard's item at once, fenced by owner and epoch.
 //
-// A host's round: it writes its beat and, when any moved, its positions;
-// then it reads the stream's partition only when a host's change count
+// A host's round: it writes its beat and, when any moved, its positions:
+// one write when its roster entry has nothing new to say but the counter
+// (the counter rides on the first chunk, field "c"; the round then reads
+// the roster, and the beat counts for the host's fence only when both
+// the write and the read succeeded and the roster holds its entry as it
+// last wrote it), two otherwise. The other hosts read the first chunk of
+// a host whose entry says it may beat there ("p=1") every
+// LeaseDuration x (hosts-1)/20, between two rounds and a lease duration,
+// at a phase of their own, so that the fleet reads it about twenty times
+// a lease duration whatever its size; one of them sees a death about
+// LeaseDuration/20 after it. A host whose entry lacks "p=1" (a version
+// before this) reads only the roster: while one beats, every host beats
+// in the roster. Then it reads the stream's partition only when a host's change count
 // moved (a lease taken, released or asked for, a state advanced, a shard
 // added: every such write is followed by a write of the writer's roster
 // entry) or ResyncInterval passed; it loses the leases whose items name
@@ -90,14 +104,17 @@
 //
 // # Cost
 //
-// Writes grow with hosts, not shards: a beat per host per round, a write
-// of its positions per round while they move, and a few writes per lease
-// move. Reads: none in a round where nothing changed; after a change, a
+// Writes grow with hosts, not shards: one per host per round (its beat,
+// or its positions carrying it), and a few writes per lease move. Reads:
+// none in a round where nothing changed and no host is busy; a busy host
+// reads the roster every round, and the fleet reads each busy host's
+// first chunk about twenty times a lease duration; after a change, a
 // read of each shard item the writer's roster entry names (its hint), or
 // of the stream's whole partition when no hint covers the change; the
 // whole partition once per ResyncInterval otherwise; a read of a dead
-// host's positions when its shards are taken. COMPLETED shards that Kinesis no longer lists are
-// deleted ([kinesisload.Pruner]). The figures are in BENCHMARKS.md.
+// host's positions when its shards are taken. COMPLETED shards that
+// Kinesis no longer lists are deleted ([kinesisload.Pruner]). The figures
+// are in BENCHMARKS.md.
 //
 // # Tables of the version before this package
 //

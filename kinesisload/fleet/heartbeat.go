@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
@@ -323,7 +324,7 @@ func (m *member) observe(r roster) {
 				m.noteChanges(s.changes, b)
 			}
 			m.seen[id] = seen{counter: b.counter, changes: b.changes, left: b.left, load: b.load, by: b.by, raw: r.raw[id], at: at,
-				chunked: b.chunked, chunk: s.chunk, chunkAt: s.chunkAt}
+				chunked: b.chunked, chunk: s.chunk, chunkAt: s.chunkAt, watched: s.watched}
 		} else {
 			if s.changes != b.changes {
 				m.noteChanges(s.changes, b)
@@ -844,52 +845,87 @@ func (m *member) watchEvery(now time.Time) time.Duration {
 // host that may be gone (no sign for a lease duration) but was not read
 // since: a counter that moved since our last read of it (or, at our
 // first, one past its entry's) is a beat, as in the roster. Without the
-// reads the host would never count as gone (see still). The intervals are
-// counted less half a round, as the positions' (see flush). Called with
-// m.beatMu held.
+// reads the host would never count as gone (see still).
+//
+// Each of us reads a host once per interval of watchEvery, at a phase of
+// its own (see slot), so that the fleet's reads of it are spread over the
+// interval: one comes soon after a death. The routine reads of a round stop after half a round,
+// so that a slow table does not delay our next beat; the rest are made
+// next round. Called with m.beatMu held.
 func (m *member) watch() {
 	m.mu.Lock()
-	now := m.c.now()
+	start := m.c.now()
 	lease, slack := m.c.cfg.LeaseDuration, m.c.cfg.RenewInterval/2
-	every := m.watchEvery(now) - slack
-	var due []string
+	every := m.watchEvery(start)
+	var gone, due []string
 	for id, s := range m.seen {
-		if id == m.me || !s.chunked {
-			continue
-		}
-		if now.Sub(s.at) >= every && now.Sub(s.chunkAt) >= every ||
-			now.Sub(s.at) >= lease && s.chunkAt.Before(s.at.Add(lease)) {
+		switch {
+		case id == m.me || !s.chunked:
+		case start.Sub(s.at) >= lease && s.chunkAt.Before(s.at.Add(lease)):
+			gone = append(gone, id)
+		case slot(start, every, m.me, id) > s.watched && start.Sub(s.at) >= every-slack:
 			due = append(due, id)
 		}
 	}
 	m.mu.Unlock()
+	slices.Sort(gone)
 	slices.Sort(due)
-	for _, id := range due {
-		began := m.c.now()
-		ctx, cancel := context.WithTimeout(m.ctx, m.c.cfg.CallTimeout)
-		it, err := m.c.table.Get(ctx, posPartition(m.part, id), prefixPos+"0")
-		cancel()
-		if fatal(err) {
-			m.fail("reading a host's positions", err)
+	for i, id := range append(gone, due...) {
+		if i >= len(gone) && m.c.now().Sub(start) >= slack {
 			return
 		}
-		if err != nil {
-			continue // read again next round
+		if !m.readBeat(id, slot(start, every, m.me, id)) {
+			return
 		}
-		c, _ := strconv.ParseUint(it.Field(fieldBeat), 10, 64) // none, or edited by hand: 0
-		m.mu.Lock()
-		if s, ok := m.seen[id]; ok && s.chunked {
-			if moved := !s.chunkAt.IsZero() && c != s.chunk || s.chunkAt.IsZero() && c > s.counter && s.known(); moved {
-				s.at = m.c.now() // after the read, as observe times the roster's
-			}
-			s.chunk = c
-			if began.After(s.chunkAt) {
-				s.chunkAt = began
-			}
-			m.seen[id] = s
-		}
-		m.mu.Unlock()
 	}
+}
+
+// readBeat reads the counter on host id's first chunk (see watch) in our
+// slot n of its reads, and reports false when the session must stop (a
+// fatal error).
+func (m *member) readBeat(id string, n int64) bool {
+	began := m.c.now()
+	ctx, cancel := context.WithTimeout(m.ctx, m.c.cfg.CallTimeout)
+	it, err := m.c.table.Get(ctx, posPartition(m.part, id), prefixPos+"0")
+	cancel()
+	if fatal(err) {
+		m.fail("reading a host's positions", err)
+		return false
+	}
+	if err != nil {
+		return true // read again next round
+	}
+	c, _ := strconv.ParseUint(it.Field(fieldBeat), 10, 64) // none, or edited by hand: 0
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.seen[id]
+	if !ok || !s.chunked {
+		return true
+	}
+	if moved := !s.chunkAt.IsZero() && c != s.chunk || s.chunkAt.IsZero() && c > s.counter && s.known(); moved {
+		s.at = m.c.now() // after the read, as observe times the roster's
+	}
+	s.chunk = c
+	if began.After(s.chunkAt) {
+		s.chunkAt = began
+	}
+	s.watched = max(s.watched, n)
+	m.seen[id] = s
+	return true
+}
+
+// slot numbers the intervals of every in which host me reads host id's
+// beat: they start at a phase of their own, a fraction of every drawn
+// from both names, so that the hosts watching id read it at phases
+// spread over the interval whatever happened before (a read in a slot
+// later than the last one read is due).
+func slot(now time.Time, every time.Duration, me, id string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(me))
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	phase := float64(h.Sum64()>>11) / (1 << 53)
+	return int64(float64(now.UnixNano())/float64(every) + phase)
 }
 
 // sleep waits d, or until ctx ends.
