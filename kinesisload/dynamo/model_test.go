@@ -195,7 +195,10 @@ func modelFleet(tb testing.TB, stream string, shards, hosts int) *fleet.MemoryTa
 // changes made before, a change of more than 16 items) every host reads
 // the partition once.
 // Each host's positions partition key: one PutItem of its chunk a second
-// at load (its size in 1 KB units).
+// at load (its size in 1 KB units), which carries the host's beat: the
+// stream's key then sees a GetItem of the roster per host a second
+// instead of the heartbeat's write, and the fleet reads each host's
+// first chunk 20 times a lease duration (see the fleet package's doc).
 func BenchmarkFleetCostModel(b *testing.B) {
 	shards, hosts := *modelShards, *modelHosts
 	const stream = "clickstream-events-prod" // the partition key is in every item
@@ -256,6 +259,15 @@ func BenchmarkFleetCostModel(b *testing.B) {
 	b.Logf("stream's partition key: %.0f RCU per read of the partition; steady %.0f RCU/s (%.0f%% of %d) and %.0f WCU/s (%.0f%% of %d); a change costs %.0f RCU per item it wrote within a round (%.1f%% of a second's %d), one no hint covers %.0f RCU (%.0f%%)",
 		readRCU, steadyRCU, 100*steadyRCU/partitionRCU, partitionRCU, steadyWCU, 100*steadyWCU/partitionWCU, partitionWCU, itemRCU, 100*itemRCU/partitionRCU, partitionRCU, changeRCU, 100*changeRCU/partitionRCU)
 	b.Logf("a host's positions partition key at load: %.0f WCU/s (%.1f%% of %d)", chunkWCU, 100*chunkWCU/partitionWCU, partitionWCU)
+	// At load a host's beat rides on its first chunk: the round reads the
+	// roster instead of writing it, and the fleet reads each host's first
+	// chunk 20 times a lease duration (10 s).
+	const lease, watches = 10.0, 20.0
+	rosterRCU := float64(ceilDiv(max(rosterBytes, agedRoster), 4096))
+	loadRCU := steadyRCU + h/renew*rosterRCU
+	watchRCU := watches / lease * float64(ceilDiv(maxChunk, 4096))
+	b.Logf("at load: the stream's partition key %.0f RCU/s (%.0f%% of %d) and no beat written; a host's positions key %.0f RCU/s for the watches; the fleet writes %.0f items a second and reads %.0f RCU/s",
+		loadRCU, 100*loadRCU/partitionRCU, partitionRCU, watchRCU, h/renew, loadRCU+h*watchRCU)
 	if fullChunk >= itemLimit {
 		b.Fatalf("a chunk of 1,000 positions would be about %d bytes, DynamoDB's limit is %d", fullChunk, itemLimit)
 	}
@@ -268,6 +280,8 @@ func BenchmarkFleetCostModel(b *testing.B) {
 	b.ReportMetric(itemRCU, "RCU/item-changed")
 	b.ReportMetric(changeRCU, "RCU/unhinted-change")
 	b.ReportMetric(chunkWCU, "pos-key-WCU/s")
+	b.ReportMetric(loadRCU, "stream-key-load-RCU/s")
+	b.ReportMetric(watchRCU, "pos-key-RCU/s")
 	b.ReportMetric(float64(maxShard), "max-shard-item-B")
 	b.ReportMetric(float64(max(rosterBytes, agedRoster)), "roster-B")
 	b.ReportMetric(float64(fullChunk), "full-chunk-B")
