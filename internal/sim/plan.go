@@ -46,6 +46,10 @@ type Spec struct {
 	// balance by throughput instead of count.
 	CheckpointInterval time.Duration
 	ByThroughput       bool
+	// Busy: records go into every shard twenty times a lease duration
+	// throughout the chaos, so that a fleet's hosts have positions to
+	// write every round and carry their beats on them.
+	Busy bool
 }
 
 func (s Spec) fleet() bool { return s.Hosts > 0 }
@@ -62,6 +66,9 @@ func (s Spec) String() string {
 		}
 		if s.ByThroughput {
 			mode += ", balanced by throughput"
+		}
+		if s.Busy {
+			mode += ", busy"
 		}
 	}
 	sink := "plain Sink"
@@ -391,6 +398,20 @@ func plan(seed int64) (Spec, []Event) {
 				e.Op, e.D = "timestamp", time.Duration(rr.Int64N(int64(at)+1))
 			}
 			add(e)
+		}
+	}
+	// A busy fleet: every host has
+	// positions to write every round, so its beats ride on them for
+	// whole lease durations (the fleet package's watch). Only where a
+	// batch is delivered per page and a page holds 50 records or more:
+	// a window waits to fill (a host whose shards commit once every few
+	// rounds beats in the roster between them), and a reader of 2
+	// records a call falls behind the flow and the liveness bound.
+	if sp.fleet() && sp.WindowRecords == 0 && sp.WindowWait == 0 && sp.RecordsPerCall >= 50 {
+		sp.Busy = true
+		step := sp.Lease / 20
+		for at := step; at < sp.Chaos; at += step {
+			add(Event{At: at, Kind: EvPut, N: 2 * sp.Shards})
 		}
 	}
 	slices.SortStableFunc(evs, func(a, b Event) int { return int(a.At - b.At) })

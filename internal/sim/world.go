@@ -127,6 +127,9 @@ type world struct {
 	// (handoff.go).
 	handoffs    map[string]*handoff
 	disturbedAt time.Time // the last event that disturbs them
+	// lingering says the schedule has an event whose effects outlast it
+	// (see lingers, taken.go).
+	lingering bool
 	itemsEdited bool      // a hand edit changed shard items or positions (handoff.go)
 }
 
@@ -218,6 +221,9 @@ func (w *world) detach(fn func()) {
 // every required record, then a graceful stop of every host.
 func (w *world) run(evs []Event) {
 	w.logf("%v", w.spec)
+	for _, e := range evs {
+		w.lingering = w.lingering || lingers(e.Kind)
+	}
 	ctx := context.Background()
 	if err := w.createStream(ctx, w.spec.Shards); err != nil {
 		w.failf("create the stream: %v", err)
