@@ -427,6 +427,14 @@ func (t table) Get(ctx context.Context, partition, key string) (it fleet.Item, e
 	return it, err
 }
 
+func (t table) GetField(ctx context.Context, partition, key, field string) (it fleet.Item, err error) {
+	err = t.tcall(ctx, "Get", false, func(ctx context.Context) (err error) {
+		it, err = t.p.table.GetField(ctx, partition, key, field)
+		return err
+	})
+	return it, err
+}
+
 func (t table) Query(ctx context.Context, partition string) (its []fleet.Item, err error) {
 	err = t.tcall(ctx, "Query", false, func(ctx context.Context) (err error) {
 		its, err = t.p.table.Query(ctx, partition)

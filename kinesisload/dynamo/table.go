@@ -321,6 +321,31 @@ func (t *Table) Get(ctx context.Context, partition, key string) (fleet.Item, err
 	return t.decode(out.Item)
 }
 
+// GetField implements [fleet.Table]: one consistent GetItem whose
+// projection is the item's keys, its version and field (billed as a
+// GetItem of the whole item).
+func (t *Table) GetField(ctx context.Context, partition, key, field string) (fleet.Item, error) {
+	cctx, cancel := t.callCtx(ctx)
+	defer cancel()
+	out, err := t.api.GetItem(cctx, &dynamodb.GetItemInput{
+		TableName: aws.String(t.name), Key: itemKey(partition, key), ConsistentRead: aws.Bool(true),
+		ProjectionExpression:     aws.String("#s, #k, #v, #f"),
+		ExpressionAttributeNames: map[string]string{"#s": keyStream, "#k": keyItem, "#v": attrVer, "#f": field},
+	})
+	if err != nil {
+		return fleet.Item{}, t.classify("GetItem", err)
+	}
+	if len(out.Item) == 0 {
+		return fleet.Item{Partition: partition, Key: key}, nil
+	}
+	it, err := t.decode(out.Item)
+	if err != nil {
+		return it, err
+	}
+	it.Maps = nil // a map of that name: not a scalar attribute
+	return it, nil
+}
+
 // Query implements [fleet.Table]: one consistent Query, following its
 // pages.
 func (t *Table) Query(ctx context.Context, partition string) ([]fleet.Item, error) {

@@ -110,7 +110,7 @@ func TestABusyHostThatDiesIsTakenOverAboutALeaseDurationLater(t *testing.T) {
 		got := hs.held()
 		if got["a"]+got["b"] == 30 {
 			took := time.Duration(rounds) * cfg.RenewInterval
-			// The others read c's chunk every watchEvery (two rounds
+			// The others read c's counter every watchEvery (a round
 			// here), and again as soon as it may be gone: a lease
 			// duration after the read that last saw it move.
 			if most := cfg.LeaseDuration + 2*cfg.RenewInterval; took > most {

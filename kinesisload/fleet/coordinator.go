@@ -174,7 +174,10 @@ type seen struct {
 	load             float64
 	by               kinesisload.BalanceBy
 	raw              string // the entry as stored
-	at               time.Time
+	// at is when we first saw the host's beat as it is (in the roster
+	// or its first chunk), moved when we first saw its roster entry as
+	// it is.
+	at, moved time.Time
 	// chunked says the host's entry lets it beat in its first positions
 	// chunk; chunk is the counter that chunk held when we last read it,
 	// at chunkAt (zero: not read yet). See watch.

@@ -52,8 +52,8 @@ func (hs *holders) round(commit bool) {
 // or, when positions moved, one chunk of positions for all its shards
 // that carries the heartbeat. Idle, it reads nothing while no host
 // changes anything (one read of the partition per ResyncInterval); busy,
-// it also reads the roster every round and each other host's first chunk
-// every two rounds (a fleet of three: see watchEvery).
+// it also reads the roster every round and each other host's heartbeat
+// counter every round (a fleet of three: see watchEvery).
 func TestCostGrowsWithHostsNotShards(t *testing.T) {
 	type cost struct{ writes, reads float64 }
 	measure := func(shards int, commit bool) cost {
@@ -95,11 +95,11 @@ func TestCostGrowsWithHostsNotShards(t *testing.T) {
 		t.Logf("commits %v: per host per round: 30 shards %.2f writes %.2f reads; 600 shards %.2f writes %.2f reads",
 			commit, small.writes, small.reads, large.writes, large.reads)
 		// One read of the partition per ResyncInterval (30 s, 15
-		// rounds); busy, the roster every round and the two other
-		// hosts' first chunks every two rounds.
+		// rounds); busy, the roster and the two other hosts'
+		// counters every round.
 		wantReads := 1.0 / 15
 		if commit {
-			wantReads += 1 + 2.0/2
+			wantReads += 1 + 2
 		}
 		for _, c := range []cost{small, large} {
 			if c.writes > 1.05 {

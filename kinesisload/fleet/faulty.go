@@ -208,6 +208,14 @@ func (f *FaultyTable) Get(ctx context.Context, partition, key string) (Item, err
 	return f.t.Get(ctx, partition, key)
 }
 
+// GetField implements [Table].
+func (f *FaultyTable) GetField(ctx context.Context, partition, key, field string) (Item, error) {
+	if before, _ := f.enter(ctx, false); before != nil {
+		return Item{}, before
+	}
+	return f.t.GetField(ctx, partition, key, field)
+}
+
 // Query implements [Table].
 func (f *FaultyTable) Query(ctx context.Context, partition string) ([]Item, error) {
 	if before, _ := f.enter(ctx, false); before != nil {

@@ -309,9 +309,9 @@ func (m *member) observe(r roster) {
 		}
 		s, ok := m.seen[id]
 		if !ok || !s.known() || s.counter != b.counter || s.left != b.left {
-			at := now
+			at, moved := now, now
 			if ok && s.counter == b.counter && s.left == b.left {
-				at = s.at
+				at, moved = s.at, s.moved
 			}
 			switch {
 			case (!ok || !s.known()) && b.changes > 0:
@@ -324,7 +324,7 @@ func (m *member) observe(r roster) {
 				m.noteChanges(s.changes, b)
 			}
 			m.seen[id] = seen{counter: b.counter, changes: b.changes, left: b.left, load: b.load, by: b.by, raw: r.raw[id], at: at,
-				chunked: b.chunked, chunk: s.chunk, chunkAt: s.chunkAt, watched: s.watched}
+				moved: moved, chunked: b.chunked, chunk: s.chunk, chunkAt: s.chunkAt, watched: s.watched}
 		} else {
 			if s.changes != b.changes {
 				m.noteChanges(s.changes, b)
@@ -826,8 +826,10 @@ const watchFleet = 20
 
 // watchEvery is how long we leave a host that beats in its first chunk
 // without reading it, as others see it: LeaseDuration x (hosts-1) /
-// watchFleet, at least two rounds and at most a lease duration. m.mu
-// must be held.
+// watchFleet, at least a round and at most a lease duration (a small
+// fleet reads every busy host every round, as the roster's answer shows
+// every beat every round: a death is seen as soon as before). Each read
+// answers the counter alone (GetField). m.mu must be held.
 func (m *member) watchEvery(now time.Time) time.Duration {
 	cfg := m.c.cfg
 	others := 0
@@ -837,13 +839,14 @@ func (m *member) watchEvery(now time.Time) time.Duration {
 		}
 	}
 	every := cfg.LeaseDuration * time.Duration(others) / watchFleet
-	return min(max(every, 2*cfg.RenewInterval), cfg.LeaseDuration)
+	return min(max(every, cfg.RenewInterval), cfg.LeaseDuration)
 }
 
-// watch reads the first chunk of every host whose entry lets it beat
-// there and that showed no sign of life for watchEvery, and of every such
-// host that may be gone (no sign for a lease duration) but was not read
-// since: a counter that moved since our last read of it (or, at our
+// watch reads the counter on the first chunk of every host whose entry
+// lets it beat there and that has not beaten in the roster for a few
+// rounds (it beats in its chunk, or is gone), once every watchEvery, and
+// of every such host that may be gone (no sign for a lease duration) but
+// was not read since: a counter that moved since our last read of it (or, at our
 // first, one past its entry's) is a beat, as in the roster. Without the
 // reads the host would never count as gone (see still).
 //
@@ -863,7 +866,7 @@ func (m *member) watch() {
 		case id == m.me || !s.chunked:
 		case start.Sub(s.at) >= lease && s.chunkAt.Before(s.at.Add(lease)):
 			gone = append(gone, id)
-		case slot(start, every, m.me, id) > s.watched && start.Sub(s.at) >= every-slack:
+		case slot(start, every, m.me, id) > s.watched && start.Sub(s.moved) >= 3*m.c.cfg.RenewInterval-slack:
 			due = append(due, id)
 		}
 	}
@@ -886,7 +889,7 @@ func (m *member) watch() {
 func (m *member) readBeat(id string, n int64) bool {
 	began := m.c.now()
 	ctx, cancel := context.WithTimeout(m.ctx, m.c.cfg.CallTimeout)
-	it, err := m.c.table.Get(ctx, posPartition(m.part, id), prefixPos+"0")
+	it, err := m.c.table.GetField(ctx, posPartition(m.part, id), prefixPos+"0", fieldBeat)
 	cancel()
 	if fatal(err) {
 		m.fail("reading a host's positions", err)

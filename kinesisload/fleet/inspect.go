@@ -161,7 +161,7 @@ func (r reader) generation(ctx context.Context, gen uint64) (map[string]ShardInf
 	for id, b := range snap.roster.beats {
 		counter := b.counter
 		if b.chunked {
-			it, err := r.table.Get(ctx, posPartition(part, id), prefixPos+"0")
+			it, err := r.table.GetField(ctx, posPartition(part, id), prefixPos+"0", fieldBeat)
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("fleet: stream %s: reading the positions of host %s: %w", r.stream, id, err)
 			}

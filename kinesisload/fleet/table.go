@@ -63,6 +63,12 @@ type Table interface {
 	// strongly consistent read): an Item with Version 0 and no
 	// attributes, not an error, when it does not exist.
 	Get(ctx context.Context, partition, key string) (Item, error)
+	// GetField is Get of one scalar attribute: the item (partition,
+	// key) with its Version and, if it has it, its scalar attribute
+	// field, nothing else (a strongly consistent read). It serves a
+	// small value read often from a large item: a table may bill the
+	// whole item, but the answer carries the field alone.
+	GetField(ctx context.Context, partition, key, field string) (Item, error)
 
 	// Query returns every item of partition (a strongly consistent
 	// read), sorted by Key: none, not an error, when it has none.
@@ -135,6 +141,21 @@ func (t *MemoryTable) Get(ctx context.Context, partition, key string) (Item, err
 		return it.Clone(), nil
 	}
 	return Item{Partition: partition, Key: key}, nil
+}
+
+// GetField implements [Table].
+func (t *MemoryTable) GetField(ctx context.Context, partition, key, field string) (Item, error) {
+	it, err := t.Get(ctx, partition, key)
+	return only(it, field), err
+}
+
+// only returns it with its Version and its scalar attribute field alone.
+func only(it Item, field string) Item {
+	out := Item{Partition: it.Partition, Key: it.Key, Version: it.Version}
+	if v, ok := it.Fields[field]; ok {
+		out.Fields = map[string]string{field: v}
+	}
+	return out
 }
 
 // Query implements [Table].

@@ -102,3 +102,34 @@ func testCancelledAll(ctx context.Context, t *testing.T, tb fleet.Table, p strin
 		t.Errorf("after calls on an ended context Get = %s, want %s", show(got), show(stored))
 	}
 }
+
+// GetField answers the item's version and the one scalar attribute asked
+// for, nothing else: not the other fields, not the maps (not a map of
+// that name either); an item without that attribute answers its version
+// alone, a missing item version 0.
+func testGetField(ctx context.Context, t *testing.T, tb fleet.Table, p string) {
+	it := item(p, "k", map[string]string{"a": "1", "b": "two"})
+	it.Maps = map[string]map[string]string{"m": {"x": "y"}, "a2": {"k": "v"}}
+	stored, err := tb.Put(ctx, it)
+	must(t, "Put", err)
+	got, err := tb.GetField(ctx, p, "k", "b")
+	must(t, "GetField", err)
+	if got.Version != stored.Version || got.Partition != p || got.Key != "k" || len(got.Fields) != 1 || got.Field("b") != "two" || len(got.Maps) != 0 {
+		t.Errorf("GetField of b = %s, want version %d and b = two alone", show(got), stored.Version)
+	}
+	got, err = tb.GetField(ctx, p, "k", "m")
+	must(t, "GetField of a map's name", err)
+	if got.Version != stored.Version || len(got.Fields) != 0 || len(got.Maps) != 0 {
+		t.Errorf("GetField of the map m = %s, want version %d and nothing else", show(got), stored.Version)
+	}
+	got, err = tb.GetField(ctx, p, "k", "none")
+	must(t, "GetField of a missing attribute", err)
+	if got.Version != stored.Version || len(got.Fields) != 0 || len(got.Maps) != 0 {
+		t.Errorf("GetField of a missing attribute = %s, want version %d and nothing else", show(got), stored.Version)
+	}
+	got, err = tb.GetField(ctx, p, "nothing", "a")
+	must(t, "GetField of a missing item", err)
+	if got.Exists() || len(got.Fields) != 0 || len(got.Maps) != 0 {
+		t.Errorf("GetField of a missing item = %s, want version 0 and nothing", show(got))
+	}
+}

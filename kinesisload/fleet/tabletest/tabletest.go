@@ -48,6 +48,7 @@ type suiteCase struct {
 
 var cases = []suiteCase{
 	{"GetAbsent", testGetAbsent},
+	{"GetFieldAnswersOneAttribute", testGetField},
 	{"PutCreatesAndVersions", testPutVersions},
 	{"PutConflicts", testPutConflicts},
 	{"PutReplacesWhole", testPutReplaces},
