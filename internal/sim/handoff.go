@@ -59,6 +59,9 @@ func (w *world) disturb() {
 		h.disturbed = true
 	}
 	w.disturbedAt = time.Now()
+	if calm := w.disturbedAt.Add(2 * w.spec.Lease); calm.After(w.calmFrom) {
+		w.calmFrom = calm // taken.go
+	}
 }
 
 // editsItems reports whether a hand edit of op changes what the shard

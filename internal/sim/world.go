@@ -128,8 +128,11 @@ type world struct {
 	handoffs    map[string]*handoff
 	disturbedAt time.Time // the last event that disturbs them
 	// lingering says the schedule has an event whose effects outlast it
-	// (see lingers, taken.go).
+	// (see lingers, taken.go); calmFrom is two lease durations after the
+	// end of the last disturbing event (of its fault, for one that
+	// lasts).
 	lingering bool
+	calmFrom  time.Time
 	itemsEdited bool      // a hand edit changed shard items or positions (handoff.go)
 }
 
@@ -266,6 +269,9 @@ func (w *world) apply(ctx context.Context, e Event) {
 		// one host), whose handoffs then precede what it does.
 		w.mu.Lock()
 		w.disturb()
+		if calm := time.Now().Add(e.D + 2*w.spec.Lease); calm.After(w.calmFrom) {
+			w.calmFrom = calm
+		}
 		w.mu.Unlock()
 		defer func() {
 			w.mu.Lock()
