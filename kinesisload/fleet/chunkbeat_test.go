@@ -2,8 +2,10 @@ package fleet_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -228,9 +230,10 @@ func TestAHostOfAnEarlierVersionMakesBusyHostsBeatInTheRoster(t *testing.T) {
 			t.Errorf("host %s: roster counter from %s to %s in 10 rounds beside a host of an earlier version, want a beat in the roster every round", id, before[id], after[id])
 		}
 	}
-	// The old host stops: once it counts as gone, the busy hosts carry
-	// their beats on their positions again.
-	for range 10 {
+	// The old host stops: once its entry is collected (three lease
+	// durations), the busy hosts carry their beats on their positions
+	// again.
+	for range 20 {
 		hs.round(true)
 	}
 	before = counters(t, w)
@@ -240,7 +243,299 @@ func TestAHostOfAnEarlierVersionMakesBusyHostsBeatInTheRoster(t *testing.T) {
 	after = counters(t, w)
 	for _, id := range []string{"a", "b", "c"} {
 		if before[id] != after[id] {
-			t.Errorf("host %s: two lease durations after the earlier version's host stopped, its roster counter moved from %s to %s: want its beats on its positions again", id, before[id], after[id])
+			t.Errorf("host %s: four lease durations after the earlier version's host stopped, its roster counter moved from %s to %s: want its beats on its positions again", id, before[id], after[id])
 		}
 	}
+}
+
+// An earlier version's host reads only the roster: it takes a host for
+// dead once that host's roster counter stood still for LeaseDuration in
+// its reads. Its writes may fail (throttled) for a while as its reads go
+// on: it fences itself, then takes, once a write lands again, the shards
+// of every host whose counter stood still meanwhile. So while such a host
+// may come back, a new host must keep its counter moving in the roster.
+func TestAHostOfAnEarlierVersionWhoseWritesFailedNeverSeesALiveHostsCounterStandStill(t *testing.T) {
+	hs := busyFleet(t)
+	w := hs.w
+	ctx := context.Background()
+	for range 5 {
+		hs.round(true)
+	}
+	old, counter := "", 0
+	beatOld := func() {
+		counter++
+		v := fmt.Sprintf("c=%d v=0", counter)
+		if _, err := w.table.SetEntry(ctx, "s", "roster", "beats", "old", old, v); err != nil {
+			t.Fatal(err)
+		}
+		old = v
+	}
+	// The old host's view of a, by its rule: a's counter and when it
+	// last moved in its reads.
+	var aCounter string
+	var aMovedAt time.Time
+	readOld := func() {
+		if c := counters(t, w)["a"]; c != aCounter {
+			aCounter, aMovedAt = c, w.clock()
+		}
+	}
+	for range 3 {
+		beatOld()
+		readOld()
+		hs.round(true)
+	}
+	var aLeases []kinesisload.Lease
+	for _, l := range hs.leases[hs.hosts[0]] {
+		aLeases = append(aLeases, l)
+	}
+	// The old host's writes fail for two and a half lease durations; its
+	// reads go on, every round.
+	for range 12 {
+		readOld()
+		hs.round(true)
+	}
+	readOld()
+	// Its write lands again: a is dead in its view if its counter stood
+	// still for a lease duration.
+	beatOld()
+	if still := w.clock().Sub(aMovedAt); still >= w.cfg.LeaseDuration {
+		for _, l := range aLeases {
+			if l.Err() == nil {
+				t.Fatalf("a's roster counter stood still for %v in the reads of a host of an earlier version (which now takes a's shards), yet a still holds its lease on %s", still, l.Shard())
+			}
+		}
+	}
+}
+
+// throughputFleet is busyFleet, balancing by throughput.
+func throughputFleet(t *testing.T) *holders {
+	t.Helper()
+	w := newWorld(t, fleet.Config{BalanceBy: kinesisload.BalanceByThroughput})
+	hs := &holders{w: w, leases: map[*host]map[string]kinesisload.Lease{}}
+	for _, id := range []string{"a", "b", "c"} {
+		h := w.host(id)
+		hs.hosts = append(hs.hosts, h)
+		hs.leases[h] = map[string]kinesisload.Lease{}
+	}
+	hs.ids = w.seed(hs.hosts[0], 30)
+	for range 30 {
+		hs.round(false)
+	}
+	return hs
+}
+
+// A host balancing by throughput publishes its load in its roster entry
+// at least once a lease duration, and otherwise carries its beat on its
+// positions as a host balancing by count does: a load that stays the
+// same must not keep it beating in the roster every round.
+func TestABusyHostBalancingByThroughputWithASteadyLoadBeatsInItsPositions(t *testing.T) {
+	hs := throughputFleet(t)
+	for range 10 {
+		hs.round(true)
+	}
+	const rounds = 50 // ten lease durations
+	writes := map[string]int{}
+	last := counters(t, hs.w)
+	for range rounds {
+		hs.round(true)
+		now := counters(t, hs.w)
+		for id, c := range now {
+			if c != last[id] {
+				writes[id]++
+			}
+		}
+		last = now
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if writes[id] > rounds/4 {
+			t.Errorf("host %s: its roster entry's counter moved in %d of %d busy rounds with a steady load, want about once a lease duration (%d)", id, writes[id], rounds, rounds/5)
+		}
+	}
+}
+
+// watchLog records when each host last read a's first positions chunk.
+type watchLog struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+type watchRecorder struct {
+	fleet.Table
+	id  string
+	log *watchLog
+	w   *world
+	// refuse: the roster refuses this host's writes (throttled).
+	refuse *atomic.Bool
+}
+
+func (r watchRecorder) SetEntry(ctx context.Context, partition, key, field, entry, old, value string) (fleet.Item, error) {
+	if key == "roster" && r.refuse != nil && r.refuse.Load() {
+		return fleet.Item{}, fmt.Errorf("throttled: %w", fleet.ErrUnknown)
+	}
+	return r.Table.SetEntry(ctx, partition, key, field, entry, old, value)
+}
+
+func (r watchRecorder) GetField(ctx context.Context, partition, key, field string) (fleet.Item, error) {
+	if partition == "s#pos#a" && key == "pos#0" {
+		r.log.mu.Lock()
+		r.log.last[r.id] = r.w.clock()
+		r.log.mu.Unlock()
+	}
+	return r.Table.GetField(ctx, partition, key, field)
+}
+
+// An operator rewrites a busy host's roster entry without "p=1" (as an
+// earlier version wrote it, say). Until the host writes its entry again
+// it beats in its positions as before, and its beats there land: no
+// other host may take it for dead on its roster counter alone, which
+// stood still while it beat in its positions (here its roster writes
+// are refused after the edit: it holds its leases until its fence).
+func TestAHostWhoseEntryLostP1ByHandIsNotTakenForDeadWhileItsPositionsBeat(t *testing.T) {
+	// Enough hosts that each reads another's positions once a lease
+	// duration (see watchEvery).
+	w := newWorld(t, fleet.Config{})
+	log := &watchLog{last: map[string]time.Time{}}
+	var refuseA atomic.Bool
+	hs := &holders{w: w, leases: map[*host]map[string]kinesisload.Lease{}}
+	for i := range 21 {
+		id := "a"
+		if i > 0 {
+			id = fmt.Sprintf("h%02d", i)
+		}
+		rec := watchRecorder{Table: w.table, id: id, log: log, w: w}
+		if id == "a" {
+			rec.refuse = &refuseA
+		}
+		h := w.hostThrough(id, rec)
+		if id == "a" {
+			t.Cleanup(func() { refuseA.Store(false) }) // before a's Leave
+		}
+		hs.hosts = append(hs.hosts, h)
+		hs.leases[h] = map[string]kinesisload.Lease{}
+	}
+	hs.ids = w.seed(hs.hosts[0], 42)
+	for range 30 {
+		hs.round(false)
+	}
+	// Busy rounds until a host read a's chunk (and saw it move) 8 s
+	// ago, a's roster counter standing since: that host reads it next
+	// 10 s after, one round after the edit.
+	ctx := context.Background()
+	aMoved, aCounter := time.Time{}, ""
+	edited := false
+	for range 30 {
+		hs.round(true)
+		now := w.clock()
+		if c := counters(t, w)["a"]; c != aCounter {
+			aCounter, aMoved = c, now
+		}
+		log.mu.Lock()
+		ready := false
+		for _, at := range log.last {
+			ready = ready || now.Sub(at) == 8*time.Second && !aMoved.After(at)
+		}
+		log.mu.Unlock()
+		if !ready {
+			continue
+		}
+		it, err := w.table.Get(ctx, "s", "roster")
+		if err != nil {
+			t.Fatal(err)
+		}
+		was := it.Maps["beats"]["a"]
+		if !strings.Contains(was, " p=1") {
+			t.Fatalf("a's entry %q: not beating in its positions", was)
+		}
+		if _, err := w.table.SetEntry(ctx, "s", "roster", "beats", "a", was, strings.Replace(was, " p=1", "", 1)); err != nil {
+			t.Fatal(err)
+		}
+		// From now on a's roster writes are refused: its fence is due
+		// 2/3 of a lease duration after its last beat (in its chunk).
+		refuseA.Store(true)
+		edited = true
+		break
+	}
+	if !edited {
+		t.Fatal("no host read a's positions at the phase wanted")
+	}
+	aLeases := hs.leases[hs.hosts[0]]
+	if len(aLeases) == 0 {
+		t.Fatal("a holds nothing")
+	}
+	held := map[string]kinesisload.Lease{}
+	for id, l := range aLeases {
+		held[id] = l
+	}
+	// a's fence is due 2/3 of a lease duration after its last beat: no
+	// host may take its shards before (three rounds).
+	for r := range 3 {
+		hs.round(true)
+		for id, l := range held {
+			var lost *kinesisload.LeaseLostError
+			if err := l.Err(); errors.As(err, &lost) && lost.Why == kinesisload.LostExpired {
+				t.Fatalf("round %d after a's entry lost p=1 by hand: a's lease on %s taken by another host before a's fence (%v)", r+1, id, err)
+			}
+		}
+	}
+}
+
+// rosterCut fails every call of this host on the roster while cut is set
+// (the roster item throttled, say); its positions are written as ever.
+type rosterCut struct {
+	fleet.Table
+	cut *atomic.Bool
+}
+
+func (r rosterCut) Get(ctx context.Context, partition, key string) (fleet.Item, error) {
+	if key == "roster" && r.cut.Load() {
+		return fleet.Item{}, fmt.Errorf("throttled: %w", fleet.ErrUnknown)
+	}
+	return r.Table.Get(ctx, partition, key)
+}
+
+func (r rosterCut) SetEntry(ctx context.Context, partition, key, field, entry, old, value string) (fleet.Item, error) {
+	if key == "roster" && r.cut.Load() {
+		return fleet.Item{}, fmt.Errorf("throttled: %w", fleet.ErrUnknown)
+	}
+	return r.Table.SetEntry(ctx, partition, key, field, entry, old, value)
+}
+
+// A host none of whose beats lands fences itself; the others take its
+// shards about a lease duration after its last beat. Writes of its
+// positions that still land (balancing by throughput, they are written
+// once a lease duration however idle) carry no beat.
+func TestAHostWhoseBeatsNoLongerLandIsTakenOverThoughItsPositionsAreWritten(t *testing.T) {
+	var cut atomic.Bool
+	w := newWorld(t, fleet.Config{BalanceBy: kinesisload.BalanceByThroughput})
+	hs := &holders{w: w, leases: map[*host]map[string]kinesisload.Lease{}}
+	for _, id := range []string{"a", "b", "c"} {
+		var table fleet.Table = w.table
+		if id == "a" {
+			table = rosterCut{w.table, &cut}
+		}
+		h := w.hostThrough(id, table)
+		if id == "a" {
+			t.Cleanup(func() { cut.Store(false) }) // before a's Leave
+		}
+		hs.hosts = append(hs.hosts, h)
+		hs.leases[h] = map[string]kinesisload.Lease{}
+	}
+	hs.ids = w.seed(hs.hosts[0], 30)
+	for range 30 {
+		hs.round(false)
+	}
+	for range 10 {
+		hs.round(true)
+	}
+	if len(hs.leases[hs.hosts[0]]) == 0 {
+		t.Fatal("a holds nothing")
+	}
+	cut.Store(true)
+	for rounds := 1; rounds <= 25; rounds++ { // five lease durations
+		hs.round(true)
+		if got := hs.held(); got["b"]+got["c"] == 30 {
+			return
+		}
+	}
+	t.Fatalf("a's beats landed nowhere for five lease durations (it fenced itself), yet its shards are not taken over: held %v", hs.held())
 }

@@ -92,15 +92,12 @@ func (m *member) beat() {
 	next := m.nextEntry()
 	chunked := m.mayBeatInChunk(next, began)
 	next.counter = max(m.entry.counter, m.maxTried(), m.chunkBeat) + 1
-	m.chunkBeat = next.counter
 	if chunked {
+		m.chunkBeat = next.counter
 		m.mu.Unlock()
 		m.beatInChunk(next, began)
 	} else {
 		m.tried[next.counter] = began
-		if next.load != m.entry.load {
-			m.loadAt = began
-		}
 		m.mu.Unlock()
 		m.writeEntry(next, began)
 	}
@@ -124,7 +121,7 @@ func (m *member) beat() {
 // once a round, not twice. m.mu must be held.
 func (m *member) mayBeatInChunk(next beat, now time.Time) bool {
 	cfg := m.c.cfg
-	if !m.wroteEntry || !m.entryKnown || !m.entry.chunked || !m.dirty || len(m.oldHosts) > 0 ||
+	if m.fenced || m.fenceDue(now) || !m.wroteEntry || !m.entryKnown || !m.entry.chunked || !m.dirty || len(m.oldHosts) > 0 ||
 		now.Sub(m.flushedAt) < cfg.CheckpointInterval-cfg.RenewInterval/2 {
 		return false
 	}
@@ -138,7 +135,15 @@ func (m *member) mayBeatInChunk(next beat, now time.Time) bool {
 		return false
 	}
 	for id, s := range m.seen {
-		if id != m.me && !s.left && !s.chunked && !m.still(s, now) {
+		if id == m.me || s.left || s.chunked {
+			continue
+		}
+		// A host of an earlier version counts as here until its entry
+		// leaves the roster (left, or collected): its counter standing
+		// still does not mean it stopped reading the roster (its writes
+		// may fail as its reads go on), and it would take our shards
+		// once a write of its lands, our counter still in its reads.
+		if s.known() || !m.still(s, now) {
 			return false
 		}
 	}
@@ -263,6 +268,12 @@ func (m *member) writeEntry(next beat, began time.Time) {
 			if at.After(m.lastOK) {
 				m.lastOK = at
 			}
+			// Our positions carry it too (see flush): a counter
+			// no write of ours landed never moves them.
+			m.chunkBeat = max(m.chunkBeat, got.counter)
+			if at.After(m.loadAt) {
+				m.loadAt = at // the load it published, computed then
+			}
 			m.wroteEntry = true
 			for c := range m.tried {
 				if c <= got.counter {
@@ -328,6 +339,12 @@ func (m *member) observe(r roster) {
 		} else {
 			if s.changes != b.changes {
 				m.noteChanges(s.changes, b)
+			}
+			if s.chunked && !b.chunked {
+				// No longer watched in its positions, where it may
+				// have beaten until now (its entry rewritten by hand):
+				// timed from now, as a beat.
+				s.at = now
 			}
 			s.changes, s.load, s.by, s.raw, s.chunked = b.changes, b.load, b.by, r.raw[id], b.chunked
 			m.seen[id] = s
