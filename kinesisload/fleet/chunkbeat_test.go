@@ -417,9 +417,9 @@ func TestAHostWhoseEntryLostP1ByHandIsNotTakenForDeadWhileItsPositionsBeat(t *te
 	for range 30 {
 		hs.round(false)
 	}
-	// Busy rounds until a host read a's chunk (and saw it move) 8 s
-	// ago, a's roster counter standing since: that host reads it next
-	// 10 s after, one round after the edit.
+	// Busy rounds until a host read a's chunk (and saw it move) 6 s
+	// ago, a's roster counter standing since: timed from that read, a
+	// would be taken for dead two rounds after the edit.
 	ctx := context.Background()
 	aMoved, aCounter := time.Time{}, ""
 	edited := false
@@ -432,7 +432,7 @@ func TestAHostWhoseEntryLostP1ByHandIsNotTakenForDeadWhileItsPositionsBeat(t *te
 		log.mu.Lock()
 		ready := false
 		for _, at := range log.last {
-			ready = ready || now.Sub(at) == 8*time.Second && !aMoved.After(at)
+			ready = ready || now.Sub(at) == 6*time.Second && !aMoved.After(at)
 		}
 		log.mu.Unlock()
 		if !ready {

@@ -444,16 +444,23 @@ func (m *member) alive(id string, now time.Time) bool {
 }
 
 // still reports whether s's host has shown no sign of life for a lease
-// duration on our clock: its beat unchanged since s.at, on reads made a
-// lease duration after it, of the roster and, when the host may beat in
-// its positions, of its first chunk. A host whose last beat landed
-// before s.at has fenced itself by then. m.mu must be held.
+// duration on our clock: its beat unchanged since s.at, on reads of the
+// roster and, when the host may beat in its positions, of its first
+// chunk, made no earlier than a round before that lease duration ran
+// out.
+//
+// That is enough: the host's last beat that landed began before s.at, so
+// it fences itself (every lease lost) by s.at + LeaseDuration -
+// FenceMargin, earlier than the reads (RenewInterval < FenceMargin); a
+// later beat could only put that off by landing before then (the calls
+// of a beat end by the host's fence), and the reads would have seen it.
+// m.mu must be held.
 func (m *member) still(s seen, now time.Time) bool {
 	lease := m.c.cfg.LeaseDuration
 	if now.Sub(s.at) < lease {
 		return false
 	}
-	due := s.at.Add(lease)
+	due := s.at.Add(lease - m.c.cfg.RenewInterval)
 	return !m.rosterAt.Before(due) && (!s.chunked || !s.chunkAt.Before(due))
 }
 

@@ -157,11 +157,23 @@ func (m *member) mayBeatInChunk(next beat, now time.Time) bool {
 // (one marked left or removed by hand is written again next round).
 // When the chunk or the read fails, the round writes our entry too, as
 // a round that beats in the roster does (its answer is the roster).
-// Called with m.beatMu held.
+// The calls end by the time we fence. Called with m.beatMu held.
 func (m *member) beatInChunk(next beat, began time.Time) {
+	cfg := m.c.cfg
+	// As writeEntry's call, ours must not outlive the moment we fence:
+	// a beat that landed later, counted from its start, would let this
+	// host keep leases another host took after its fence.
+	parent, cancelAll := m.ctx, func() {}
+	if !cfg.ManualRounds {
+		m.mu.Lock()
+		fenceAt := m.lastOK.Add(cfg.LeaseDuration - cfg.FenceMargin)
+		m.mu.Unlock()
+		parent, cancelAll = context.WithTimeout(m.ctx, max(fenceAt.Sub(began), 0))
+	}
+	defer cancelAll()
 	settled := false
-	if m.flushUnder(m.ctx, true) {
-		ctx, cancel := context.WithTimeout(m.ctx, m.c.cfg.CallTimeout)
+	if m.flushUnder(parent, true) {
+		ctx, cancel := context.WithTimeout(parent, cfg.CallTimeout)
 		it, err := m.c.table.Get(ctx, m.part, keyRoster)
 		cancel()
 		if fatal(err) {
@@ -875,13 +887,13 @@ func (m *member) watchEvery(now time.Time) time.Duration {
 func (m *member) watch() {
 	m.mu.Lock()
 	start := m.c.now()
-	lease, slack := m.c.cfg.LeaseDuration, m.c.cfg.RenewInterval/2
+	lease, slack := m.c.cfg.LeaseDuration-m.c.cfg.RenewInterval, m.c.cfg.RenewInterval/2
 	every := m.watchEvery(start)
 	var gone, due []string
 	for id, s := range m.seen {
 		switch {
 		case id == m.me || !s.chunked:
-		case start.Sub(s.at) >= lease && s.chunkAt.Before(s.at.Add(lease)):
+		case start.Sub(s.at) >= lease && s.chunkAt.Before(s.at.Add(lease)): // see still
 			gone = append(gone, id)
 		case slot(start, every, m.me, id) > s.watched && start.Sub(s.moved) >= 3*m.c.cfg.RenewInterval-slack:
 			due = append(due, id)
