@@ -184,7 +184,9 @@ type seen struct {
 	chunked bool
 	chunk   uint64
 	chunkAt time.Time
-	watched int64 // the slot of our last routine read of that chunk (see slot)
+	// chunkMoved is when a read of ours last found that counter moved.
+	chunkMoved time.Time
+	watched    int64 // the slot of our last routine read of that chunk (see slot)
 }
 
 // unknownCounter marks a host noticed (as the holder of the
@@ -444,23 +446,26 @@ func (m *member) alive(id string, now time.Time) bool {
 }
 
 // still reports whether s's host has shown no sign of life for a lease
-// duration on our clock: its beat unchanged since s.at, on reads of the
-// roster and, when the host may beat in its positions, of its first
-// chunk, made no earlier than a round before that lease duration ran
-// out.
+// duration on our clock, less half a round: its beat unchanged since
+// s.at, on reads of the roster and, when the host may beat in its
+// positions, of its first chunk, made no earlier than a round before
+// that lease duration ran out. (Half a round: our reads come at the same
+// moment of every round, give or take a few milliseconds, and a lease
+// duration that ran out a millisecond after a round's check would cost
+// a whole round more.)
 //
 // That is enough: the host's last beat that landed began before s.at, so
 // it fences itself (every lease lost) by s.at + LeaseDuration -
-// FenceMargin, earlier than the reads (RenewInterval < FenceMargin); a
-// later beat could only put that off by landing before then (the calls
-// of a beat end by the host's fence), and the reads would have seen it.
-// m.mu must be held.
+// FenceMargin, earlier than the reads and than now (RenewInterval <
+// FenceMargin); a later beat could only put that off by landing before
+// then (the calls of a beat end by the host's fence), and the reads
+// would have seen it. m.mu must be held.
 func (m *member) still(s seen, now time.Time) bool {
-	lease := m.c.cfg.LeaseDuration
-	if now.Sub(s.at) < lease {
+	lease, round := m.c.cfg.LeaseDuration, m.c.cfg.RenewInterval
+	if now.Sub(s.at) < lease-round/2 {
 		return false
 	}
-	due := s.at.Add(lease - m.c.cfg.RenewInterval)
+	due := s.at.Add(lease - round)
 	return !m.rosterAt.Before(due) && (!s.chunked || !s.chunkAt.Before(due))
 }
 

@@ -55,14 +55,16 @@
 // (the counter rides on the first chunk, field "c"; the round then reads
 // the roster, and the beat counts for the host's fence only when both
 // the write and the read succeeded and the roster holds its entry as it
-// last wrote it), two otherwise. The other hosts read the first chunk of
-// a host whose entry says it may beat there ("p=1") every
-// LeaseDuration x (hosts-1)/20, between two rounds and a lease duration,
-// at a phase of their own, so that the fleet reads it about twenty times
-// a lease duration whatever its size; one of them sees a death about
-// LeaseDuration/20 after it. A host whose entry lacks "p=1" (a version
-// before this) reads only the roster: while one beats, every host beats
-// in the roster. Then it reads the stream's partition only when a host's change count
+// last wrote it), two otherwise. The other hosts read the counter alone
+// ([Table.GetField]) of a host whose entry says it may beat there
+// ("p=1") and whose entry has not moved for a few rounds, every
+// LeaseDuration x (hosts-1)/20, between a round and a lease duration, at
+// a phase of their own, so that the fleet reads it about twenty times a
+// lease duration whatever its size (every round in a fleet of up to
+// three); one of them sees a death about LeaseDuration/20 after it. A
+// host whose entry lacks "p=1" (a version before this) reads only the
+// roster: while its entry stands (not left, not collected), every host
+// beats in the roster. Then it reads the stream's partition only when a host's change count
 // moved (a lease taken, released or asked for, a state advanced, a shard
 // added: every such write is followed by a write of the writer's roster
 // entry) or ResyncInterval passed; it loses the leases whose items name

@@ -347,7 +347,7 @@ func (m *member) observe(r roster) {
 				m.noteChanges(s.changes, b)
 			}
 			m.seen[id] = seen{counter: b.counter, changes: b.changes, left: b.left, load: b.load, by: b.by, raw: r.raw[id], at: at,
-				moved: moved, chunked: b.chunked, chunk: s.chunk, chunkAt: s.chunkAt, watched: s.watched}
+				moved: moved, chunked: b.chunked, chunk: s.chunk, chunkAt: s.chunkAt, chunkMoved: s.chunkMoved, watched: s.watched}
 		} else {
 			if s.changes != b.changes {
 				m.noteChanges(s.changes, b)
@@ -873,7 +873,9 @@ func (m *member) watchEvery(now time.Time) time.Duration {
 
 // watch reads the counter on the first chunk of every host whose entry
 // lets it beat there and that has not beaten in the roster for a few
-// rounds (it beats in its chunk, or is gone), once every watchEvery, and
+// rounds (it beats in its chunk, or is gone) or whose counter there moved
+// within a lease duration (a busy host whose rounds go back and forth
+// between the two, as while its hint stands), once every watchEvery, and
 // of every such host that may be gone (no sign for a lease duration) but
 // was not read since: a counter that moved since our last read of it (or, at our
 // first, one past its entry's) is a beat, as in the roster. Without the
@@ -895,7 +897,8 @@ func (m *member) watch() {
 		case id == m.me || !s.chunked:
 		case start.Sub(s.at) >= lease && s.chunkAt.Before(s.at.Add(lease)): // see still
 			gone = append(gone, id)
-		case slot(start, every, m.me, id) > s.watched && start.Sub(s.moved) >= 3*m.c.cfg.RenewInterval-slack:
+		case slot(start, every, m.me, id) > s.watched &&
+			(start.Sub(s.moved) >= 3*m.c.cfg.RenewInterval-slack || start.Sub(s.chunkMoved) < m.c.cfg.LeaseDuration):
 			due = append(due, id)
 		}
 	}
@@ -936,6 +939,7 @@ func (m *member) readBeat(id string, n int64) bool {
 	}
 	if moved := !s.chunkAt.IsZero() && c != s.chunk || s.chunkAt.IsZero() && c > s.counter && s.known(); moved {
 		s.at = m.c.now() // after the read, as observe times the roster's
+		s.chunkMoved = s.at
 	}
 	s.chunk = c
 	if began.After(s.chunkAt) {
