@@ -338,12 +338,16 @@ func (t *Table) GetField(ctx context.Context, partition, key, field string) (fle
 	if len(out.Item) == 0 {
 		return fleet.Item{Partition: partition, Key: key}, nil
 	}
-	it, err := t.decode(out.Item)
-	if err != nil {
-		return it, err
+	switch out.Item[field].(type) {
+	case *types.AttributeValueMemberS, *types.AttributeValueMemberN, *types.AttributeValueMemberBOOL:
+	default:
+		// A map (or another type) of that name: not a scalar attribute,
+		// and not decoded (its entries may not be strings).
+		if field != keyStream && field != keyItem && field != attrVer {
+			delete(out.Item, field)
+		}
 	}
-	it.Maps = nil // a map of that name: not a scalar attribute
-	return it, nil
+	return t.decode(out.Item)
 }
 
 // Query implements [fleet.Table]: one consistent Query, following its

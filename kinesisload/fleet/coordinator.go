@@ -186,7 +186,10 @@ type seen struct {
 	chunkAt time.Time
 	// chunkMoved is when a read of ours last found that counter moved.
 	chunkMoved time.Time
-	watched    int64 // the slot of our last routine read of that chunk (see slot)
+	// watched is when our last watch that read that chunk began: its
+	// slot, numbered with the watchEvery of the time (see slot), tells
+	// whether a read is due (a slot's number depends on its length).
+	watched time.Time
 }
 
 // unknownCounter marks a host noticed (as the holder of the
@@ -457,9 +460,10 @@ func (m *member) alive(id string, now time.Time) bool {
 // That is enough: the host's last beat that landed began before s.at, so
 // it fences itself (every lease lost) by s.at + LeaseDuration -
 // FenceMargin, earlier than the reads and than now (RenewInterval <
-// FenceMargin); a later beat could only put that off by landing before
-// then (the calls of a beat end by the host's fence), and the reads
-// would have seen it. m.mu must be held.
+// FenceMargin); a later beat could only put that off if its answer came
+// before then (a fence that passed is kept: the host checks it before it
+// takes in a beat's answer, see writeEntry), so it landed before then,
+// and the reads would have seen it. m.mu must be held.
 func (m *member) still(s seen, now time.Time) bool {
 	lease, round := m.c.cfg.LeaseDuration, m.c.cfg.RenewInterval
 	if now.Sub(s.at) < lease-round/2 {

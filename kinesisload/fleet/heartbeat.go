@@ -187,6 +187,7 @@ func (m *member) beatInChunk(next beat, began time.Time) {
 				return
 			}
 			m.mu.Lock()
+			m.checkFence() // as writeEntry's
 			if m.entryKnown && r.raw[m.me] == m.entryRaw && began.After(m.lastOK) {
 				m.lastOK = began
 			}
@@ -272,6 +273,10 @@ func (m *member) writeEntry(next beat, began time.Time) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// A fence that passed before this answer came is kept: the beat
+	// counts from its start, and must not make valid again the leases
+	// held across the fence (another host may have taken them).
+	m.checkFence()
 	if got, ok := r.beats[m.me]; ok {
 		if at, tried := m.tried[got.counter]; tried && !got.left {
 			// The beat of that counter landed (counters are never
@@ -897,7 +902,7 @@ func (m *member) watch() {
 		case id == m.me || !s.chunked:
 		case start.Sub(s.at) >= lease && s.chunkAt.Before(s.at.Add(lease)): // see still
 			gone = append(gone, id)
-		case slot(start, every, m.me, id) > s.watched &&
+		case (s.watched.IsZero() || slot(start, every, m.me, id) > slot(s.watched, every, m.me, id)) &&
 			(start.Sub(s.moved) >= 3*m.c.cfg.RenewInterval-slack || start.Sub(s.chunkMoved) < m.c.cfg.LeaseDuration):
 			due = append(due, id)
 		}
@@ -909,16 +914,16 @@ func (m *member) watch() {
 		if i >= len(gone) && m.c.now().Sub(start) >= slack {
 			return
 		}
-		if !m.readBeat(id, slot(start, every, m.me, id)) {
+		if !m.readBeat(id, start) {
 			return
 		}
 	}
 }
 
-// readBeat reads the counter on host id's first chunk (see watch) in our
-// slot n of its reads, and reports false when the session must stop (a
-// fatal error).
-func (m *member) readBeat(id string, n int64) bool {
+// readBeat reads the counter on host id's first chunk (see watch) for
+// our watch that began at start, and reports false when the session must
+// stop (a fatal error).
+func (m *member) readBeat(id string, start time.Time) bool {
 	began := m.c.now()
 	ctx, cancel := context.WithTimeout(m.ctx, m.c.cfg.CallTimeout)
 	it, err := m.c.table.GetField(ctx, posPartition(m.part, id), prefixPos+"0", fieldBeat)
@@ -945,7 +950,9 @@ func (m *member) readBeat(id string, n int64) bool {
 	if began.After(s.chunkAt) {
 		s.chunkAt = began
 	}
-	s.watched = max(s.watched, n)
+	if start.After(s.watched) {
+		s.watched = start
+	}
 	m.seen[id] = s
 	return true
 }
