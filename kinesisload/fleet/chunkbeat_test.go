@@ -126,22 +126,9 @@ func TestABusyHostThatDiesIsTakenOverAboutALeaseDurationLater(t *testing.T) {
 	}
 }
 
-// rosterBlind fails every read of the roster while blind is set.
-type rosterBlind struct {
-	fleet.Table
-	blind *atomic.Bool
-}
-
-func (r rosterBlind) Get(ctx context.Context, partition, key string) (fleet.Item, error) {
-	if key == "roster" && r.blind.Load() {
-		return fleet.Item{}, fmt.Errorf("roster unreadable: %w", fleet.ErrUnknown)
-	}
-	return r.Table.Get(ctx, partition, key)
-}
-
 func TestABusyHostThatCannotReadTheRosterBeatsInTheRosterInstead(t *testing.T) {
 	var blind atomic.Bool
-	hs := busyFleet(t, func(tb fleet.Table) fleet.Table { return rosterBlind{tb, &blind} })
+	hs := busyFleet(t, func(tb fleet.Table) fleet.Table { return rosterCut{Table: tb, cut: &blind} })
 	for range 5 {
 		hs.round(true)
 	}
@@ -479,22 +466,24 @@ func TestAHostWhoseEntryLostP1ByHandIsNotTakenForDeadWhileItsPositionsBeat(t *te
 	}
 }
 
-// rosterCut fails every call of this host on the roster while cut is set
-// (the roster item throttled, say); its positions are written as ever.
+// rosterCut fails this host's reads of the roster while cut is set, and
+// its writes of the roster too when writes is set (the roster item
+// throttled, say); its positions are read and written as ever.
 type rosterCut struct {
 	fleet.Table
-	cut *atomic.Bool
+	cut    *atomic.Bool
+	writes bool
 }
 
 func (r rosterCut) Get(ctx context.Context, partition, key string) (fleet.Item, error) {
 	if key == "roster" && r.cut.Load() {
-		return fleet.Item{}, fmt.Errorf("throttled: %w", fleet.ErrUnknown)
+		return fleet.Item{}, fmt.Errorf("roster unreadable: %w", fleet.ErrUnknown)
 	}
 	return r.Table.Get(ctx, partition, key)
 }
 
 func (r rosterCut) SetEntry(ctx context.Context, partition, key, field, entry, old, value string) (fleet.Item, error) {
-	if key == "roster" && r.cut.Load() {
+	if key == "roster" && r.writes && r.cut.Load() {
 		return fleet.Item{}, fmt.Errorf("throttled: %w", fleet.ErrUnknown)
 	}
 	return r.Table.SetEntry(ctx, partition, key, field, entry, old, value)
@@ -511,7 +500,7 @@ func TestAHostWhoseBeatsNoLongerLandIsTakenOverThoughItsPositionsAreWritten(t *t
 	for _, id := range []string{"a", "b", "c"} {
 		var table fleet.Table = w.table
 		if id == "a" {
-			table = rosterCut{w.table, &cut}
+			table = rosterCut{Table: w.table, cut: &cut, writes: true}
 		}
 		h := w.hostThrough(id, table)
 		if id == "a" {

@@ -100,31 +100,13 @@ func TestAHostWhoseRoundCameAfterItsFenceDoesNotHoldTheLeasesOthersTook(t *testi
 			t.Fatalf("a's shards not taken over: %v", hs.held())
 		}
 	}
-	others := map[string]bool{}
-	for _, h := range hs.hosts {
-		for id, l := range hs.leases[h] {
-			if l.Err() == nil {
-				others[id] = true
-			}
-		}
-	}
 	// a's next round: its beat lands; between it and the balance that
 	// reads the shard items, a's Loader checks its leases.
-	var valid []string
-	ab.mu.Lock()
-	ab.armed, ab.beat = true, false
-	ab.hook = func() {
-		for _, l := range aLeases {
-			if err := l.(kinesisload.LeaseChecker).Check(); err == nil && others[l.Shard()] {
-				valid = append(valid, l.Shard())
-			}
-		}
-	}
-	ab.mu.Unlock()
+	valid := armLeaseCheck(hs, ab, aLeases)
 	a.table.Resume()
 	a.c.Round()
-	if len(valid) > 0 {
-		t.Errorf("after its fence passed and the others took its shards, a's late round made its leases valid again on %d shards another host holds (%v)", len(valid), valid)
+	if len(*valid) > 0 {
+		t.Errorf("after its fence passed and the others took its shards, a's late round made its leases valid again on %d shards another host holds (%v)", len(*valid), *valid)
 	}
 }
 
@@ -446,6 +428,20 @@ func TestAHostPausedInItsBeatDoesNotHoldTheLeasesOthersTookMeanwhile(t *testing.
 		}
 		hs.round(true)
 	}
+	// a resumes: its write lands; between its beat and the balance that
+	// reads the shard items, its Loader checks its leases.
+	valid := armLeaseCheck(hs, ab, aLeases)
+	a.table.Resume()
+	<-done
+	if len(*valid) > 0 {
+		t.Errorf("a, paused in its beat past its fence while b and c took its shards, holds valid leases on %d of them after it resumed: %v", len(*valid), *valid)
+	}
+}
+
+// armLeaseCheck makes a's next beat, once it lands, check each of a's
+// leases on the shards the other hosts of hs hold now, and returns the
+// shards whose lease the check found still valid (filled by that beat).
+func armLeaseCheck(hs *holders, ab *afterBeat, aLeases []kinesisload.Lease) *[]string {
 	others := map[string]bool{}
 	for _, h := range hs.hosts {
 		for id, l := range hs.leases[h] {
@@ -454,22 +450,16 @@ func TestAHostPausedInItsBeatDoesNotHoldTheLeasesOthersTookMeanwhile(t *testing.
 			}
 		}
 	}
-	// a resumes: its write lands; between its beat and the balance that
-	// reads the shard items, its Loader checks its leases.
-	var valid []string
+	valid := new([]string)
 	ab.mu.Lock()
+	defer ab.mu.Unlock()
 	ab.armed, ab.beat = true, false
 	ab.hook = func() {
 		for _, l := range aLeases {
 			if err := l.(kinesisload.LeaseChecker).Check(); err == nil && others[l.Shard()] {
-				valid = append(valid, l.Shard())
+				*valid = append(*valid, l.Shard())
 			}
 		}
 	}
-	ab.mu.Unlock()
-	a.table.Resume()
-	<-done
-	if len(valid) > 0 {
-		t.Errorf("a, paused in its beat past its fence while b and c took its shards, holds valid leases on %d of them after it resumed: %v", len(valid), valid)
-	}
+	return valid
 }
