@@ -131,9 +131,9 @@ type world struct {
 	// (see lingers, taken.go); calmFrom is two lease durations after the
 	// end of the last disturbing event (of its fault, for one that
 	// lasts).
-	lingering bool
-	calmFrom  time.Time
-	itemsEdited bool      // a hand edit changed shard items or positions (handoff.go)
+	lingering   bool
+	calmFrom    time.Time
+	itemsEdited bool // a hand edit changed shard items or positions (handoff.go)
 }
 
 // slot is one host: its processes run one after another.

@@ -313,10 +313,10 @@ func TestAChunkBeatWhoseChunkFailedDoesNotLandItsEntryAfterTheFence(t *testing.T
 		aTable.mu.Unlock()
 		// a's Loader is in a Deliver from L+8 s to L+11 s (begun before
 		// the fence, as it may): it checks its leases after it.
-		time.Sleep(L.Add(7800 * time.Millisecond).Sub(time.Now()))
+		time.Sleep(time.Until(L.Add(7800 * time.Millisecond)))
 		deliver := make(chan struct{})
 		la.busy.Store(&deliver)
-		time.Sleep(L.Add(11 * time.Second).Sub(time.Now()))
+		time.Sleep(time.Until(L.Add(11 * time.Second)))
 		la.busy.Store(nil)
 		close(deliver)
 		time.Sleep(time.Millisecond)
