@@ -508,8 +508,13 @@ func (s *session) resolve(ctx context.Context, pending []string) (results []scan
 			}
 			if errors.Is(err, scan.ErrQueueFull) && len(pending) <= s.resolver.Config().QueueSize {
 				err = fmt.Errorf("%w: %w", errResolverBusy, err)
+				return nil, time.Time{}, &RunError{Stream: stream, Shard: shard, Op: "Resolve", Kind: ErrKinesis, Err: fmt.Errorf("initialisation: %w", err)}
 			}
-			return nil, time.Time{}, &RunError{Stream: stream, Shard: shard, Op: "Resolve", Kind: ErrKinesis, Err: fmt.Errorf("initialisation: %w", err)}
+			// A stream re-created while it was resolved (a host paused
+			// meanwhile) refuses the old stream's sequence numbers: that
+			// is its re-creation, not a failure of the position (found by
+			// the simulation, seed 252549814).
+			return nil, time.Time{}, s.explain(ctx, &RunError{Stream: stream, Shard: shard, Op: "Resolve", Kind: ErrKinesis, Err: fmt.Errorf("initialisation: %w", err)})
 		}
 	}
 	return results, t0, nil

@@ -392,3 +392,14 @@ func TestAShardAFencedHostStillOwnsIsReadAgainWhenBalancingByThroughput(t *testi
 func TestAStartUpOnACommittedBatchIsNoFirstRunWhenTheInitItemGoes(t *testing.T) {
 	replaySeed(t, 248600504, 1)
 }
+
+// Seed 252549814: a fleet host was paused while it resolved its start-up,
+// and the stream was re-created twice meanwhile; resumed, it resolved
+// with a sequence number of the old stream, which the new one refused
+// ("did not come from this stream"), and Run stopped with Kinesis's error
+// (every run before the fix, on this session's first code too) instead of
+// starting over. A failed resolve now asks whether the stream was
+// re-created, as a failed read does.
+func TestAStartUpResolvedAcrossARecreationStartsOver(t *testing.T) {
+	replaySeed(t, 252549814, 3)
+}
