@@ -24,12 +24,23 @@ import (
 // host a reads and writes through wrapA's table when one is given.
 func busyFleet(t *testing.T, wrapA ...func(fleet.Table) fleet.Table) *holders {
 	t.Helper()
-	w := newWorld(t, fleet.Config{})
+	var wrap func(fleet.Table) fleet.Table
+	if len(wrapA) > 0 {
+		wrap = wrapA[0]
+	}
+	return fleetOfThree(t, fleet.Config{}, wrap)
+}
+
+// fleetOfThree is hosts a, b and c under cfg holding 30 shards between
+// them, balanced; a reads and writes through wrapA's table if not nil.
+func fleetOfThree(t *testing.T, cfg fleet.Config, wrapA func(fleet.Table) fleet.Table) *holders {
+	t.Helper()
+	w := newWorld(t, cfg)
 	hs := &holders{w: w, leases: map[*host]map[string]kinesisload.Lease{}}
 	for _, id := range []string{"a", "b", "c"} {
 		var table fleet.Table = w.table
-		if id == "a" && len(wrapA) > 0 {
-			table = wrapA[0](table)
+		if id == "a" && wrapA != nil {
+			table = wrapA(table)
 		}
 		h := w.hostThrough(id, table)
 		hs.hosts = append(hs.hosts, h)
@@ -297,18 +308,7 @@ func TestAHostOfAnEarlierVersionWhoseWritesFailedNeverSeesALiveHostsCounterStand
 // throughputFleet is busyFleet, balancing by throughput.
 func throughputFleet(t *testing.T) *holders {
 	t.Helper()
-	w := newWorld(t, fleet.Config{BalanceBy: kinesisload.BalanceByThroughput})
-	hs := &holders{w: w, leases: map[*host]map[string]kinesisload.Lease{}}
-	for _, id := range []string{"a", "b", "c"} {
-		h := w.host(id)
-		hs.hosts = append(hs.hosts, h)
-		hs.leases[h] = map[string]kinesisload.Lease{}
-	}
-	hs.ids = w.seed(hs.hosts[0], 30)
-	for range 30 {
-		hs.round(false)
-	}
-	return hs
+	return fleetOfThree(t, fleet.Config{BalanceBy: kinesisload.BalanceByThroughput}, nil)
 }
 
 // A host balancing by throughput publishes its load in its roster entry
@@ -495,24 +495,9 @@ func (r rosterCut) SetEntry(ctx context.Context, partition, key, field, entry, o
 // once a lease duration however idle) carry no beat.
 func TestAHostWhoseBeatsNoLongerLandIsTakenOverThoughItsPositionsAreWritten(t *testing.T) {
 	var cut atomic.Bool
-	w := newWorld(t, fleet.Config{BalanceBy: kinesisload.BalanceByThroughput})
-	hs := &holders{w: w, leases: map[*host]map[string]kinesisload.Lease{}}
-	for _, id := range []string{"a", "b", "c"} {
-		var table fleet.Table = w.table
-		if id == "a" {
-			table = rosterCut{Table: w.table, cut: &cut, writes: true}
-		}
-		h := w.hostThrough(id, table)
-		if id == "a" {
-			t.Cleanup(func() { cut.Store(false) }) // before a's Leave
-		}
-		hs.hosts = append(hs.hosts, h)
-		hs.leases[h] = map[string]kinesisload.Lease{}
-	}
-	hs.ids = w.seed(hs.hosts[0], 30)
-	for range 30 {
-		hs.round(false)
-	}
+	hs := fleetOfThree(t, fleet.Config{BalanceBy: kinesisload.BalanceByThroughput},
+		func(tb fleet.Table) fleet.Table { return rosterCut{Table: tb, cut: &cut, writes: true} })
+	t.Cleanup(func() { cut.Store(false) }) // before a's Leave (cleanups run last first)
 	for range 10 {
 		hs.round(true)
 	}
