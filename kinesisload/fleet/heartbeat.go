@@ -894,13 +894,14 @@ func (m *member) watchEvery(now time.Time) time.Duration {
 func (m *member) watch() {
 	m.mu.Lock()
 	start := m.c.now()
-	lease, slack := m.c.cfg.LeaseDuration-m.c.cfg.RenewInterval, m.c.cfg.RenewInterval/2
+	// A read from s.at + counts counts for still (see there).
+	counts, slack := m.c.cfg.LeaseDuration-m.c.cfg.RenewInterval, m.c.cfg.RenewInterval/2
 	every := m.watchEvery(start)
 	var gone, due []string
 	for id, s := range m.seen {
 		switch {
 		case id == m.me || !s.chunked:
-		case start.Sub(s.at) >= lease && s.chunkAt.Before(s.at.Add(lease)): // see still
+		case start.Sub(s.at) >= counts && s.chunkAt.Before(s.at.Add(counts)):
 			gone = append(gone, id)
 		case (s.watched.IsZero() || slot(start, every, m.me, id) > slot(s.watched, every, m.me, id)) &&
 			(start.Sub(s.moved) >= 3*m.c.cfg.RenewInterval-slack || start.Sub(s.chunkMoved) < m.c.cfg.LeaseDuration):
